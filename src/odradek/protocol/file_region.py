@@ -9,6 +9,3 @@ class FileRegion(NamedTuple):
     fd: int
     position: int
     size: int
-
-    def __len__(self) -> int:
-        return self.size
