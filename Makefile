@@ -1,0 +1,42 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 9092
+DATA ?= ./data
+
+.PHONY: run test lint bench clean system-deps
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+# Debian packages the tests drive (kcat, the librdkafka command-line client).
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+
+run: $(VENV)/.installed
+	@echo "Starting a single Odradek node on 127.0.0.1:$(PORT), data in $(DATA). Try, in another shell:"
+	@echo "  echo hello | $(BIN)/odradek produce demo        # or: echo hello | kcat -b 127.0.0.1:$(PORT) -t demo -P"
+	@echo "  $(BIN)/odradek consume demo --from-beginning    # or: kcat -b 127.0.0.1:$(PORT) -t demo -C -e"
+	@echo "Ctrl-C stops the node."
+	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
+
+test: $(VENV)/.installed-dev system-deps
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check src tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

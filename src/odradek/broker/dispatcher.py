@@ -1,0 +1,93 @@
+"""Request dispatch: parse the header, check the version, decode, call the API's handler, encode the response.
+
+A handler is `handle(ctx, request) -> dict | Awaitable[dict] | None` registered with the version range the
+broker supports; None means no response (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.broker.request_context import RequestContext
+from odradek.network.server import CloseConnection, Connection
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.protocol.messages import API_BY_KEY
+from odradek.protocol.schema import MalformedMessage
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True)
+class Route:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable
+    advertised_min: int | None = None  # what ApiVersions reports, when it differs (librdkafka needs Produce v0-2 listed)
+
+
+class Dispatcher:
+    def __init__(self, routes: list[Route]):
+        self.routes = {route.api_key: route for route in routes}
+
+    def advertised_versions(self) -> list[dict]:
+        return [{"api_key": r.api_key,
+                 "min_version": r.min_version if r.advertised_min is None else r.advertised_min,
+                 "max_version": r.max_version}
+                for r in sorted(self.routes.values(), key=lambda r: r.api_key)]
+
+    def __call__(self, connection: Connection, frame: bytearray):
+        view = memoryview(frame)
+        try:
+            header = parse_request_header(view)
+        except (MalformedMessage, ValueError) as exc:
+            raise CloseConnection(f"malformed request header: {exc}") from None
+        route = self.routes.get(header.api_key)
+        if route is None:
+            raise CloseConnection(f"unsupported api key {header.api_key} (client {header.client_id!r})")
+        ctx = RequestContext(header.api_key, header.api_version, header.correlation_id, header.client_id, connection)
+        if not route.min_version <= header.api_version <= route.max_version:
+            if header.api_key == API_VERSIONS_KEY:
+                # KIP-511: answer in v0 with the supported range so the client can retry with a version we know.
+                return self._encode(ctx, 0, {"error_code": ErrorCode.UNSUPPORTED_VERSION,
+                                             "api_keys": self.advertised_versions()})
+            raise CloseConnection(f"unsupported version {header.api_version} of api key {header.api_key} "
+                                  f"(client {header.client_id!r})")
+        api = API_BY_KEY[header.api_key]
+        try:
+            request = api.decode_request(header.api_version, view, header.body_offset)
+        except (MalformedMessage, ValueError, IndexError) as exc:
+            raise CloseConnection(f"malformed {api.name} v{header.api_version} request "
+                                  f"(correlation id {header.correlation_id}, client {header.client_id!r}): {exc}") from None
+        try:
+            result = route.handle(ctx, request)
+        except Exception:
+            log.exception("%s v%d request failed (correlation id %d, client %r)", api.name, header.api_version,
+                          header.correlation_id, header.client_id)
+            raise CloseConnection("internal error while handling the request") from None
+        if inspect.isawaitable(result):
+            return self._finish(ctx, result)
+        return None if result is None else self._encode(ctx, header.api_version, result)
+
+    async def _finish(self, ctx: RequestContext, pending):
+        try:
+            result = await pending
+        except Exception:
+            log.exception("%s v%d request failed (correlation id %d, client %r)", API_BY_KEY[ctx.api_key].name,
+                          ctx.api_version, ctx.correlation_id, ctx.client_id)
+            raise CloseConnection("internal error while handling the request") from None
+        return None if result is None else self._encode(ctx, ctx.api_version, result)
+
+    @staticmethod
+    def _encode(ctx: RequestContext, version: int, body: dict) -> list:
+        header = encode_response_header(ctx.api_key, version, ctx.correlation_id)
+        parts = API_BY_KEY[ctx.api_key].encode_response(version, body)
+        if parts and isinstance(parts[0], bytes | bytearray):
+            return [header + parts[0], *parts[1:]]
+        return [header, *parts]

@@ -1,0 +1,102 @@
+"""Fetch: read record batches as file regions, long-polling until min_bytes arrive or max_wait passes."""
+
+from __future__ import annotations
+
+import time
+
+from odradek.broker.fetch_session import FetchContext, SessionPartition, session_key
+from odradek.broker.replica_manager import FetchRead
+from odradek.protocol.errors import ErrorCode
+
+ZERO_UUID = bytes(16)
+READ_COMMITTED = 1
+FIRST_SESSION_VERSION = 7
+FIRST_TOPIC_ID_VERSION = 13
+
+
+def handle_fetch(broker, ctx, request: dict):
+    version = ctx.api_version
+    image = broker.controller.image
+    requested = []
+    for topic in request["topics"]:
+        name, topic_id = _resolve(image, version, topic)
+        for p in topic["partitions"]:
+            requested.append(SessionPartition(name, topic_id, p["partition"], p["fetch_offset"],
+                                              p["partition_max_bytes"], p.get("current_leader_epoch", -1)))
+    forgotten = []
+    for topic in request.get("forgotten_topics_data", ()):
+        name, topic_id = _resolve(image, version, topic)
+        forgotten += [session_key(name, topic_id, p) for p in topic["partitions"]]
+    context = broker.fetch_sessions.new_context(request.get("session_id", 0), request.get("session_epoch", -1),
+                                                requested, forgotten, version >= FIRST_SESSION_VERSION)
+    if context.error != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+
+    max_bytes = min(request.get("max_bytes", 0x7FFFFFFF), broker.config["fetch.max.bytes"])
+    isolation = request.get("isolation_level", 0)
+    reads = _read(broker, context, max_bytes)
+    total = sum(r.size for _, r in reads)
+    errors = any(r.error != ErrorCode.NONE for _, r in reads)
+    if request["max_wait_ms"] <= 0 or total >= request["min_bytes"] or errors or not context.partitions:
+        return _response(context, reads, isolation)
+    return _long_poll(broker, context, max_bytes, request, isolation)
+
+
+async def _long_poll(broker, context: FetchContext, max_bytes: int, request: dict, isolation: int):
+    deadline = time.monotonic() + request["max_wait_ms"] / 1000
+    keys = [(p.topic, p.partition) for p in context.partitions if p.topic is not None]
+    while True:
+        await broker.replicas.wait_for_data(keys, deadline - time.monotonic())
+        reads = _read(broker, context, max_bytes)
+        total = sum(r.size for _, r in reads)
+        if total >= request["min_bytes"] or time.monotonic() >= deadline or any(
+                r.error != ErrorCode.NONE for _, r in reads):
+            return _response(context, reads, isolation)
+
+
+def _resolve(image, version: int, topic: dict) -> tuple[str | None, bytes]:
+    if version >= FIRST_TOPIC_ID_VERSION:
+        known = image.topics_by_id.get(topic["topic_id"])
+        return (known.name if known else None), topic["topic_id"]
+    known = image.topics.get(topic["topic"])
+    return topic["topic"], (known.topic_id if known else ZERO_UUID)
+
+
+def _read(broker, context: FetchContext, max_bytes: int) -> list:
+    remaining = max_bytes
+    first_data = True
+    reads = []
+    for p in context.partitions:
+        if p.topic is None:
+            reads.append((p, FetchRead(ErrorCode.UNKNOWN_TOPIC_ID)))
+            continue
+        limit = max(0, min(p.max_bytes, remaining))
+        read = broker.replicas.read(p.topic, p.partition, p.fetch_offset, limit, p.current_leader_epoch,
+                                    min_one_batch=first_data)
+        if read.size:
+            first_data = False
+            remaining -= read.size
+        reads.append((p, read))
+    return reads
+
+
+def _response(context: FetchContext, reads: list, isolation: int) -> dict:
+    topics: list[dict] = []
+    by_topic: dict[tuple, dict] = {}
+    for p, read in reads:
+        if not context.include(p, read.error, read.high_watermark, read.last_stable_offset, read.log_start_offset,
+                               read.size):
+            continue
+        key = (p.topic, p.topic_id)
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = by_topic[key] = {"topic": p.topic or "", "topic_id": p.topic_id, "partitions": []}
+            topics.append(entry)
+        entry["partitions"].append({
+            "partition_index": p.partition, "error_code": read.error, "high_watermark": read.high_watermark,
+            "last_stable_offset": read.last_stable_offset, "log_start_offset": read.log_start_offset,
+            "aborted_transactions": [] if isolation == READ_COMMITTED else None,
+            "preferred_read_replica": -1, "records": read.records if read.records is not None else b"",
+        })
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": context.session_id,
+            "responses": topics}

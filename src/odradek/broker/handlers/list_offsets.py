@@ -1,0 +1,22 @@
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset look-ups."""
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+
+def handle_list_offsets(broker, ctx, request: dict) -> dict:
+    isolation_level = request.get("isolation_level", 0)
+    topics = []
+    for topic in request["topics"]:
+        partitions = []
+        for p in topic["partitions"]:
+            try:
+                timestamp, offset, epoch = broker.replicas.list_offset(
+                    topic["name"], p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1),
+                    isolation_level)
+                error = ErrorCode.NONE
+            except KafkaError as exc:
+                timestamp, offset, epoch, error = -1, -1, -1, exc.code
+            partitions.append({"partition_index": p["partition_index"], "error_code": error,
+                               "timestamp": timestamp, "offset": offset, "leader_epoch": epoch})
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

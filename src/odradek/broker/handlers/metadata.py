@@ -1,0 +1,102 @@
+"""Metadata and DescribeTopicPartitions: brokers, topics, partitions and leaders from the metadata image."""
+
+from odradek.config import validate_topic_name
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+NO_AUTHORIZED_OPERATIONS = -2147483648
+ZERO_UUID = bytes(16)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def handle_metadata(broker, ctx, request: dict) -> dict:
+    image = broker.controller.image
+    requested = request.get("topics")
+    if requested is None or (ctx.api_version == 0 and not requested):
+        topics = [_describe(topic) for topic in image.topics.values()]
+    else:
+        allow_auto_create = request.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+        topics = []
+        for entry in requested:
+            name = entry.get("name")
+            if name is None:
+                topic = image.topics_by_id.get(entry.get("topic_id", ZERO_UUID))
+                topics.append(_describe(topic) if topic else _missing(None, ErrorCode.UNKNOWN_TOPIC_ID,
+                                                                       entry.get("topic_id", ZERO_UUID)))
+                continue
+            topic = image.topics.get(name)
+            if topic is None and allow_auto_create and validate_topic_name(name) is None:
+                topic = broker.auto_create_topic(name)
+            if topic is not None:
+                topics.append(_describe(topic))
+            elif validate_topic_name(name) is not None:
+                topics.append(_missing(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            else:
+                topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": broker.broker_endpoints(ctx.connection.listener, key="node_id"),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "error_code": ErrorCode.NONE,
+    }
+
+
+def _describe(topic) -> dict:
+    return {
+        "error_code": ErrorCode.NONE, "name": topic.name, "topic_id": topic.topic_id,
+        "is_internal": topic.name in INTERNAL_TOPICS,
+        "partitions": [_partition(p) for _, p in sorted(topic.partitions.items())],
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _partition(p) -> dict:
+    return {"error_code": ErrorCode.NONE, "partition_index": p.partition, "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
+            "offline_replicas": [], "eligible_leader_replicas": None, "last_known_elr": None}
+
+
+def _missing(name, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+
+
+def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
+    """KIP-966's paginated topic description, used by the Java admin client's describeTopics."""
+    image = broker.controller.image
+    names = [t["name"] for t in request["topics"]] or sorted(image.topics)
+    limit = max(1, request.get("response_partition_limit") or 2000)
+    cursor = request.get("cursor")
+    if cursor is not None:
+        names = [n for n in sorted(names) if n >= cursor["topic_name"]]
+    else:
+        names = sorted(names)
+    topics, budget, next_cursor = [], limit, None
+    for name in names:
+        topic = image.topics.get(name)
+        if topic is None:
+            topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        start = cursor["partition_index"] if cursor is not None and name == cursor["topic_name"] else 0
+        indexes = [i for i in sorted(topic.partitions) if i >= start]
+        if budget <= 0:
+            next_cursor = {"topic_name": name, "partition_index": start}
+            break
+        shown = indexes[:budget]
+        budget -= len(shown)
+        described = _describe(topic)
+        described["partitions"] = [_partition(topic.partitions[i]) for i in shown]
+        topics.append(described)
+        if len(shown) < len(indexes):
+            next_cursor = {"topic_name": name, "partition_index": indexes[len(shown)]}
+            break
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def require_topic(broker, name: str):
+    topic = broker.controller.image.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return topic

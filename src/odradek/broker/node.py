@@ -1,0 +1,275 @@
+"""The node process: formats storage, replays metadata, opens partition logs, serves the Kafka protocol.
+
+One process holds both roles of a single-node cluster: the controller (metadata log and image) and the
+broker (partition logs, request handlers). Metadata changes reach the broker side through `_on_records`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+
+from odradek.broker.dispatcher import Dispatcher, Route
+from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.handlers.api_versions import handle_api_versions
+from odradek.broker.handlers.cluster import handle_describe_cluster
+from odradek.broker.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from odradek.broker.handlers.delete_records import handle_delete_records
+from odradek.broker.handlers.fetch import handle_fetch
+from odradek.broker.handlers.leader_epoch import handle_offset_for_leader_epoch
+from odradek.broker.handlers.list_offsets import handle_list_offsets
+from odradek.broker.handlers.log_dirs import handle_describe_log_dirs
+from odradek.broker.handlers.metadata import handle_describe_topic_partitions, handle_metadata
+from odradek.broker.handlers.produce import handle_produce
+from odradek.broker.handlers.producer_ids import handle_init_producer_id
+from odradek.broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from odradek.broker.replica_manager import ReplicaManager, now_ms
+from odradek.config import BrokerConfig, ConfigError
+from odradek.controller.controller import Controller
+from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage, topic_id_bytes
+from odradek.network.server import KafkaServer
+from odradek.protocol.errors import KafkaError
+from odradek.storage.checkpoint import write_atomically
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger("odradek")
+
+METADATA_DIR = "__cluster_metadata-0"
+META_PROPERTIES = "meta.properties"
+MAINTENANCE_INTERVAL_S = 0.5
+
+# (api key, min version, max version, handler). Ranges follow Kafka 4.0.
+ROUTES = (
+    (0, 3, 12, handle_produce),
+    (1, 4, 17, handle_fetch),
+    (2, 1, 10, handle_list_offsets),
+    (3, 0, 13, handle_metadata),
+    (18, 0, 4, handle_api_versions),
+    (19, 2, 7, handle_create_topics),
+    (20, 1, 6, handle_delete_topics),
+    (21, 0, 2, handle_delete_records),
+    (22, 0, 5, handle_init_producer_id),
+    (23, 2, 4, handle_offset_for_leader_epoch),
+    (32, 1, 4, handle_describe_configs),
+    (33, 0, 2, handle_alter_configs),
+    (35, 1, 4, handle_describe_log_dirs),
+    (37, 0, 3, handle_create_partitions),
+    (44, 0, 1, handle_incremental_alter_configs),
+    (60, 0, 2, handle_describe_cluster),
+    (75, 0, 0, handle_describe_topic_partitions),
+)
+# librdkafka refuses to produce unless Produce v0-2 are listed (KAFKA-18659); they are still rejected if used.
+ADVERTISED_MIN = {0: 0}
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def read_meta_properties(directory: str) -> dict[str, str] | None:
+    path = os.path.join(directory, META_PROPERTIES)
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    props = {}
+    for line in lines:
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def format_storage(config: BrokerConfig) -> str:
+    """Check or write meta.properties in every log dir; returns the cluster id. Formats on first start."""
+    found = {}
+    for directory in config.log_dirs:
+        os.makedirs(directory, exist_ok=True)
+        props = read_meta_properties(directory)
+        if props is not None:
+            found[directory] = props
+    cluster_ids = {props.get("cluster.id") for props in found.values()}
+    if len(cluster_ids) > 1:
+        raise ConfigError(f"log dirs belong to different clusters: {sorted(filter(None, cluster_ids))}")
+    for directory, props in found.items():
+        if props.get("node.id") != str(config.node_id):
+            raise ConfigError(f"{directory} belongs to node {props.get('node.id')}, but node.id is {config.node_id}")
+    cluster_id = cluster_ids.pop() if cluster_ids else new_cluster_id()
+    for directory in config.log_dirs:
+        if directory not in found:
+            text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={config.node_id}\nversion=1\n"
+                    f"cluster.id={cluster_id}\ndirectory.id={new_cluster_id()}\n")
+            write_atomically(os.path.join(directory, META_PROPERTIES), text.encode())
+            log.info("Formatted %s for cluster %s", directory, cluster_id)
+    return cluster_id
+
+
+class Node:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        for name in config.unknown:
+            log.warning("Ignoring unknown setting %s", name)
+        self.node_id = config.node_id
+        self.cluster_id = format_storage(config)
+        self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()))
+        self.replicas = ReplicaManager(self.log_manager)
+        self.fetch_sessions = FetchSessionCache()
+        self.controller = Controller(config, os.path.join(config.log_dirs[0], METADATA_DIR), self.cluster_id,
+                                     self._on_records)
+        self.dispatcher = Dispatcher([
+            Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
+            for key, low, high, handler in ROUTES])
+        self.servers: list[KafkaServer] = []
+        self._started = False
+
+    # start-up and shutdown
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        self.controller.start()
+        image = self.controller.image
+        self.cluster_id = image.cluster_id or self.cluster_id
+        self.log_manager.load(self._log_config_of, now_ms())
+        self._reconcile_logs()
+        self._started = True
+        for listener in self.config.listeners:
+            server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
+                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
+            await server.start()
+            self.servers.append(server)
+        self._maintenance = asyncio.create_task(self._maintain())
+        addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.servers)
+        log.info("Odradek node %d of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
+                 self.node_id, self.cluster_id, time.monotonic() - started, len(image.topics),
+                 sum(len(t.partitions) for t in image.topics.values()), addresses)
+
+    async def stop(self) -> None:
+        self._maintenance.cancel()
+        for server in self.servers:
+            await server.close()
+        self.log_manager.close()
+        self.controller.close()
+        log.info("Odradek node %d stopped cleanly", self.node_id)
+
+    async def _maintain(self) -> None:
+        while True:
+            await asyncio.sleep(MAINTENANCE_INTERVAL_S)
+            try:
+                self.log_manager.maintain(now_ms())
+            except Exception:
+                log.exception("log maintenance failed")
+
+    def _log_config_of(self, topic_name: str) -> LogConfig:
+        topic = self.controller.image.topics.get(topic_name)
+        return self.controller.log_config(topic) if topic else self.log_manager.default_config
+
+    def _reconcile_logs(self) -> None:
+        """Make the partition logs on disk match the metadata image (a crash can fall between the two)."""
+        image = self.controller.image
+        for existing in list(self.log_manager.logs()):
+            topic = image.topics.get(existing.topic)
+            if topic is None or existing.partition not in topic.partitions:
+                log.info("Deleting %s-%d: its topic no longer exists", existing.topic, existing.partition)
+                self.log_manager.delete(existing.topic, existing.partition)
+        for topic in image.topics.values():
+            for index in topic.partitions:
+                self._host(topic, index)
+
+    def _host(self, topic: TopicImage, index: int) -> None:
+        partition = topic.partitions[index]
+        if self.node_id not in partition.replicas:
+            return
+        log_ = self.log_manager.get(topic.name, index)
+        if log_ is None:
+            log_ = self.log_manager.create(topic.name, index, self.controller.log_config(topic), topic.topic_id)
+        self.replicas.host(topic.name, index, log_, partition.leader_epoch)
+
+    # metadata changes
+
+    def _on_records(self, records: list[dict]) -> None:
+        if not self._started:
+            return
+        image = self.controller.image
+        for record in records:
+            kind = record["type"]
+            if kind == "PartitionRecord":
+                self._host(image.topics_by_id[topic_id_bytes(record["topic_id"])], record["partition"])
+            elif kind == "RemoveTopicRecord":
+                for existing in [lg for lg in self.log_manager.logs() if lg.topic == record["name"]]:
+                    self.replicas.unhost(existing.topic, existing.partition)
+                    self.log_manager.delete(existing.topic, existing.partition)
+            elif kind == "ConfigRecord":
+                self._apply_configs(record)
+
+    def _apply_configs(self, record: dict) -> None:
+        image = self.controller.image
+        if record["resource_type"] == TOPIC_RESOURCE:
+            topics = [image.topics[record["resource_name"]]] if record["resource_name"] in image.topics else []
+        else:
+            topics = list(image.topics.values())
+        for topic in topics:
+            config = self.controller.log_config(topic)
+            for index in topic.partitions:
+                partition_log = self.log_manager.get(topic.name, index)
+                if partition_log is not None:
+                    partition_log.update_config(config)
+
+    # used by handlers
+
+    def auto_create_topic(self, name: str) -> TopicImage | None:
+        try:
+            return self.controller.create_topic(name)
+        except KafkaError as exc:
+            log.info("Auto-creation of topic %s failed: %s", name, exc)
+            return self.controller.image.topics.get(name)
+
+    def broker_endpoints(self, listener_name: str, key: str) -> list[dict]:
+        advertised = self.config.advertised_listeners
+        endpoint = next((a for a in advertised if a.name == listener_name), advertised[0])
+        return [{key: self.node_id, "host": endpoint.host, "port": endpoint.port, "rack": self.config["broker.rack"],
+                 "is_fenced": False}]
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+
+
+async def _serve(config: BrokerConfig) -> None:
+    node = Node(config)
+    await node.start()
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    await stopping.wait()
+    await node.stop()
+
+
+def run_server(config_file: str | None, overrides: list[str]) -> int:
+    configure_logging()
+    try:
+        config = BrokerConfig.load(config_file, overrides)
+        import uvloop
+
+        uvloop.run(_serve(config))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

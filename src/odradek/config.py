@@ -1,0 +1,244 @@
+"""Node configuration: Kafka's broker config names, types and defaults, parsed from a properties file and overrides."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+LONG_MAX = 9223372036854775807
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str  # boolean, string, int, short, long, double, list, password (Kafka's ConfigType names)
+    default: object
+    doc: str
+    topic_name: str | None = None  # the per-topic config this broker setting is the default of
+    read_only: bool = True  # True: needs a restart; False: changeable at run time (dynamic)
+
+
+# Kafka's broker settings that Odradek honours. Topic settings below default to their broker synonym.
+BROKER_CONFIGS: tuple[ConfigDef, ...] = (
+    ConfigDef("node.id", "int", 1, "This node's id, unique in the cluster."),
+    ConfigDef("process.roles", "list", "broker,controller", "Roles of this node; a single node is both broker and controller."),
+    ConfigDef("listeners", "list", "PLAINTEXT://:9092", "Addresses to listen on, as LISTENER://host:port; an empty host binds all interfaces."),
+    ConfigDef("advertised.listeners", "list", None, "Addresses given to clients; defaults to listeners (empty host: this machine's name)."),
+    ConfigDef("log.dirs", "list", None, "Directories holding partition logs; defaults to log.dir."),
+    ConfigDef("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is not set."),
+    ConfigDef("broker.rack", "string", None, "Rack (failure domain) of this node."),
+    ConfigDef("num.partitions", "int", 1, "Partitions of an auto-created topic, or of a created topic that names none.", read_only=False),
+    ConfigDef("default.replication.factor", "short", 1, "Replication factor of auto-created topics and of created topics that name none.", read_only=False),
+    ConfigDef("auto.create.topics.enable", "boolean", True, "Create a topic when a client asks for its metadata or produces to it."),
+    ConfigDef("delete.topic.enable", "boolean", True, "Allow topics to be deleted."),
+    ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch accepted, after compression.", "max.message.bytes", False),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; larger frames close the connection before any allocation."),
+    ConfigDef("fetch.max.bytes", "int", 57671680, "Upper bound on the bytes of one fetch response."),
+    ConfigDef("log.segment.bytes", "int", 1073741824, "Size at which a segment is rolled.", "segment.bytes", False),
+    ConfigDef("log.roll.ms", "long", None, "Age at which a segment is rolled; defaults to log.roll.hours.", "segment.ms", False),
+    ConfigDef("log.roll.hours", "int", 168, "Age in hours at which a segment is rolled."),
+    ConfigDef("log.roll.jitter.ms", "long", 0, "Random jitter subtracted from the roll age.", "segment.jitter.ms", False),
+    ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes of log between two offset index entries.", "index.interval.bytes", False),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, "Largest offset index size; a full index rolls the segment.", "segment.index.bytes", False),
+    ConfigDef("log.retention.ms", "long", None, "How long segments are kept; defaults to log.retention.minutes.", "retention.ms", False),
+    ConfigDef("log.retention.minutes", "int", None, "Retention in minutes; defaults to log.retention.hours."),
+    ConfigDef("log.retention.hours", "int", 168, "Retention in hours."),
+    ConfigDef("log.retention.bytes", "long", -1, "Size of a partition past which old segments are deleted; -1: no limit.", "retention.bytes", False),
+    ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", "file.delete.delay.ms", False),
+    ConfigDef("log.cleanup.policy", "list", "delete", "delete, compact, or both.", "cleanup.policy", False),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept on compacted topics.", "delete.retention.ms", False),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before it can be compacted.", "min.compaction.lag.ms", False),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a record stays ineligible for compaction.", "max.compaction.lag.ms", False),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio above which a log is compacted.", "min.cleanable.dirty.ratio", False),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Records appended before an fsync; the default leaves flushing to the OS.", "flush.messages", False),
+    ConfigDef("log.flush.interval.ms", "long", None, "Age of unflushed data before an fsync; the default leaves flushing to the OS.", "flush.ms", False),
+    ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files.", "preallocate", False),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", "message.timestamp.type", False),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a record timestamp may be.", "message.timestamp.before.max.ms", False),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "How far in the future a record timestamp may be.", "message.timestamp.after.max.ms", False),
+    ConfigDef("compression.type", "string", "producer", "Compression of stored batches: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.", "compression.type", False),
+    ConfigDef("min.insync.replicas", "int", 1, "In-sync replicas needed for an acks=all write.", "min.insync.replicas", False),
+    ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become leader.", "unclean.leader.election.enable", False),
+)
+
+BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
+
+TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
+TOPIC_NAME_MAX_LENGTH = 249
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-style .properties: key=value or key: value, # and ! comments, backslash line continuation."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match:
+            props[match.group(1)] = match.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    props = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def _convert(definition: ConfigDef, value: str) -> object:
+    kind = definition.type
+    try:
+        if kind == "boolean":
+            lowered = value.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError
+            return lowered == "true"
+        if kind in ("int", "short", "long"):
+            return int(value)
+        if kind == "double":
+            return float(value)
+    except ValueError:
+        raise ConfigError(f"{definition.name}: expected a {kind}, got {value!r}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        match = re.match(r"^([A-Za-z0-9_]+)://\[?([^\]]*?)\]?:(\d+)$", item)
+        if not match:
+            raise ConfigError(f"listeners: cannot parse {item!r}, expected NAME://host:port")
+        listeners.append(Listener(match.group(1).upper(), match.group(2), int(match.group(3))))
+    return listeners
+
+
+class BrokerConfig:
+    """The node's static configuration: explicit settings over Kafka's defaults."""
+
+    def __init__(self, props: Mapping[str, str] | None = None):
+        self.explicit: dict[str, str] = dict(props or {})
+        self.values: dict[str, object] = {}
+        for definition in BROKER_CONFIGS:
+            raw = self.explicit.get(definition.name)
+            self.values[definition.name] = definition.default if raw is None else _convert(definition, raw)
+        self.unknown = sorted(name for name in self.explicit if name not in BROKER_CONFIG_BY_NAME)
+        self._validate()
+
+    @classmethod
+    def load(cls, config_file: str | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if config_file:
+            try:
+                props.update(parse_properties(Path(config_file).read_text()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def _validate(self) -> None:
+        if self["node.id"] < 0:
+            raise ConfigError("node.id must be >= 0")
+        roles = {role.strip() for role in self["process.roles"].split(",")}
+        if roles != {"broker", "controller"}:
+            raise ConfigError("process.roles: only the combined 'broker,controller' node is supported so far")
+        if not self.listeners:
+            raise ConfigError("listeners: at least one listener is required")
+        for name in ("num.partitions", "default.replication.factor", "message.max.bytes", "socket.request.max.bytes",
+                     "log.segment.bytes"):
+            if self[name] <= 0:
+                raise ConfigError(f"{name} must be positive, got {self[name]}")
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [listener for listener in parse_listeners(self["listeners"]) if listener.name != "CONTROLLER"]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        if self["advertised.listeners"]:
+            return parse_listeners(self["advertised.listeners"])
+        import socket
+
+        return [Listener(listener.name, listener.host if listener.host not in ("", "0.0.0.0") else socket.getfqdn(), listener.port)
+                for listener in self.listeners]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        value = self["log.dirs"] or self["log.dir"]
+        return [part.strip() for part in value.split(",") if part.strip()]
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The broker-level defaults of every topic config, keyed by topic config name."""
+        defaults = {}
+        for definition in BROKER_CONFIGS:
+            if definition.topic_name and self.values[definition.name] is not None:
+                defaults[definition.topic_name] = _to_text(self.values[definition.name])
+        defaults["retention.ms"] = str(self.retention_ms)
+        defaults["segment.ms"] = str(self.roll_ms)
+        if self.values["log.flush.interval.ms"] is None:
+            defaults["flush.ms"] = str(LONG_MAX)
+        return defaults
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        return self["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3_600_000
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def validate_topic_name(name: str) -> str | None:
+    """None if `name` is a legal topic name, else why not (Kafka's rules)."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        return f"topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters"
+    if not TOPIC_NAME_PATTERN.match(name):
+        return f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None

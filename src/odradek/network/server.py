@@ -1,0 +1,204 @@
+"""The Kafka protocol server: framing, size limits, in-order request processing per connection, sendfile.
+
+Each connection is served by one task that reads size-prefixed frames, hands each to the dispatcher and
+writes the responses in request order, as Kafka does. Responses of requests answered at once are
+coalesced into one write; a handler that has to wait (long-poll fetch, acks=all) first flushes what is
+pending. Record data of fetch responses (FileRegion parts) goes from the segment file to the socket with
+os.sendfile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from odradek.protocol.file_region import FileRegion
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+READ_CHUNK = 256 * 1024
+FLUSH_THRESHOLD = 1024 * 1024
+
+
+@dataclass
+class Connection:
+    """What a handler may know about the client connection a request arrived on."""
+
+    peer: str
+    listener: str
+    id: int
+    state: dict = field(default_factory=dict)
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher for a request that cannot be answered: the connection is closed."""
+
+
+# dispatch(connection, frame) -> list of response parts (bytes | FileRegion), an awaitable of it, or None
+# for a request that gets no response (Produce with acks=0). The size prefix is added here.
+Dispatch = Callable[[Connection, bytearray], "list | Awaitable[list] | None"]
+
+
+class KafkaServer:
+    def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT"):
+        self.host = host
+        self.port = port
+        self.dispatch = dispatch
+        self.max_request_size = max_request_size
+        self.listener = listener
+        self._server_socket: socket.socket | None = None
+        self._accept_task: asyncio.Task | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._next_id = 0
+
+    async def start(self) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(1024)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self._server_socket = sock
+        self._accept_task = asyncio.create_task(self._accept_loop())
+
+    async def close(self) -> None:
+        if self._accept_task:
+            self._accept_task.cancel()
+        if self._server_socket:
+            self._server_socket.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            client, address = await loop.sock_accept(self._server_socket)
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._next_id += 1
+            connection = Connection(f"{address[0]}:{address[1]}", self.listener, self._next_id)
+            task = asyncio.create_task(self._serve(client, connection))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, sock: socket.socket, connection: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        writer = _ResponseWriter(loop, sock)
+        buffer = bytearray()
+        start = 0
+        try:
+            while True:
+                chunk = await loop.sock_recv(sock, READ_CHUNK)
+                if not chunk:
+                    return
+                if start:
+                    del buffer[:start]
+                    start = 0
+                buffer += chunk
+                while len(buffer) - start >= 4:
+                    (size,) = _SIZE.unpack_from(buffer, start)
+                    if size < 8 or size > self.max_request_size:
+                        log.warning("closing connection from %s: request size %d is outside 8..%d (socket.request.max.bytes)",
+                                    connection.peer, size, self.max_request_size)
+                        return
+                    end = start + 4 + size
+                    if len(buffer) < end:
+                        if size <= READ_CHUNK:
+                            break
+                        buffer += await _recv_exactly(loop, sock, end - len(buffer))
+                    frame = buffer[start + 4:end]
+                    start = end
+                    result = self.dispatch(connection, frame)
+                    if inspect.isawaitable(result):
+                        await writer.flush()
+                        result = await result
+                    if result is not None:
+                        await writer.add(result)
+                await writer.flush()
+        except CloseConnection as exc:
+            log.warning("closing connection from %s: %s", connection.peer, exc)
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", connection.peer)
+        finally:
+            sock.close()
+
+
+async def _recv_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, count: int) -> bytearray:
+    data = bytearray(count)
+    view = memoryview(data)
+    received = 0
+    while received < count:
+        n = await loop.sock_recv_into(sock, view[received:])
+        if n == 0:
+            raise ConnectionError("connection closed mid-request")
+        received += n
+    return data
+
+
+class _ResponseWriter:
+    """Queues response bytes and writes them in order; FileRegions go out with os.sendfile."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket):
+        self.loop = loop
+        self.sock = sock
+        self.pending: list[bytes] = []
+        self.pending_size = 0
+
+    async def add(self, parts: list) -> None:
+        size = 0
+        for part in parts:
+            size += part.size if isinstance(part, FileRegion) else len(part)
+        self.pending.append(_SIZE.pack(size))
+        for part in parts:
+            if isinstance(part, FileRegion):
+                await self.flush()
+                await self._sendfile(part)
+            else:
+                self.pending.append(part)
+                self.pending_size += len(part)
+        if self.pending_size >= FLUSH_THRESHOLD:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.pending:
+            data = b"".join(self.pending)
+            self.pending.clear()
+            self.pending_size = 0
+            await self.loop.sock_sendall(self.sock, data)
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        position, remaining = region.position, region.size
+        out = self.sock.fileno()
+        while remaining:
+            try:
+                sent = os.sendfile(out, region.fd, position, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            if sent == 0:
+                # The file is shorter than promised: the frame can no longer be completed.
+                raise ConnectionError("segment file ended before the promised fetch size")
+            position += sent
+            remaining -= sent
+
+    async def _writable(self) -> None:
+        future = self.loop.create_future()
+        fd = self.sock.fileno()
+        self.loop.add_writer(fd, lambda: future.done() or future.set_result(None))
+        try:
+            await future
+        finally:
+            self.loop.remove_writer(fd)

@@ -1,0 +1,104 @@
+"""Shared fixtures: real Odradek node processes on free 127.0.0.1 ports with throwaway data directories."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NodeProcess:
+    """One `odradek server` subprocess; restartable on the same port and data directory."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.settings = dict(settings or {})
+        self.proc: subprocess.Popen | None = None
+        self.log_path = data_dir.parent / f"node-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "NodeProcess":
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir),
+            **self.settings,
+        }
+        args = [sys.executable, "-m", "odradek", "server"]
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"node did not listen within {timeout}s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or checkpoint."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def restart(self) -> "NodeProcess":
+        self.stop()
+        return self.start()
+
+
+@pytest.fixture
+def node_factory(tmp_path):
+    """Start nodes with extra settings: node_factory(**{"num.partitions": "3"})."""
+    nodes: list[NodeProcess] = []
+
+    def make(settings: dict[str, str] | None = None, name: str = "node") -> NodeProcess:
+        node = NodeProcess(tmp_path / f"{name}-{len(nodes)}", settings=settings)
+        nodes.append(node)
+        return node.start()
+
+    yield make
+    for node in nodes:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_node(tmp_path_factory):
+    """One node for a whole test module; tests use distinct topic names."""
+    node = NodeProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+def node(node_factory) -> NodeProcess:
+    return node_factory()
