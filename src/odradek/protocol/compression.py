@@ -61,7 +61,7 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         return _xerial_compress(data)
     if codec == LZ4:
         compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        compressor.compress(data)
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))  # takes bytes only
         return bytes(compressor.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data))

@@ -99,6 +99,11 @@ class BatchInfo(NamedTuple):
         return bool(self.attributes & CONTROL_FLAG)
 
     @property
+    def has_delete_horizon(self) -> bool:
+        """baseTimestamp is the compaction delete horizon (set by the log cleaner, KIP-534)."""
+        return bool(self.attributes & DELETE_HORIZON_FLAG)
+
+    @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
@@ -435,7 +440,8 @@ def build_batch(
     `records` holds `(key, value, headers)` or `(key, value)` tuples, or Record-like objects (whose
     own timestamps are used). Keys, values and header values may be bytes, str or None; headers are
     `(str, bytes | None)` pairs. Timestamps: `timestamps[i]` if given, else the record's own, else
-    `timestamp_ms`, else the current time.
+    `timestamp_ms`, else the current time. Offset deltas are list positions (a Record's offset is
+    ignored); the first record's timestamp is the base timestamp.
     """
     if timestamp_ms is None:
         timestamp_ms = int(time.time() * 1000)
