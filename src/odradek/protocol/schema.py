@@ -82,12 +82,14 @@ class Versions:
     def __contains__(self, version: int) -> bool:
         return self.lo <= version <= self.hi
 
+    def key(self) -> tuple[int, int]:
+        return (self.lo, self.hi) if self.lo <= self.hi else (1, 0)
+
     def __eq__(self, other) -> bool:
-        return isinstance(other, Versions) and (self.lo, self.hi) == (other.lo, other.hi) or (
-            isinstance(other, Versions) and self.lo > self.hi and other.lo > other.hi)
+        return isinstance(other, Versions) and self.key() == other.key()
 
     def __hash__(self) -> int:
-        return hash((self.lo, self.hi)) if self.lo <= self.hi else 0
+        return hash(self.key())
 
     def __repr__(self) -> str:
         return f"Versions({self.text!r})"
@@ -211,6 +213,12 @@ class Api:
             return 0
         return 1 if self.is_flexible(version) else 0
 
+    def compile_all(self) -> None:
+        """Compile every version's codecs now rather than on first use (e.g. at broker start)."""
+        for version in range(self.valid_versions[0], self.valid_versions[1] + 1):
+            for slot in range(4):
+                self._codec(slot, version)
+
     def _codec(self, slot: int, version: int):
         lo, hi = self.valid_versions
         if not lo <= version <= hi:
@@ -284,12 +292,26 @@ def _compile(root: Struct, version: int, flexible: bool, encode: bool):
     if fn is None:
         ns = dict(gen.ns)
         exec(compile(source, f"<odradek codec {root.name} v{version}>", "exec"), ns)  # noqa: S102
-        for const, enc_name in gen.default_encodings:  # tagged struct fields: bytes of the default value
-            out = bytearray()
+        for const, enc_name, prefix in gen.default_encodings:  # tagged struct fields: their default's bytes
+            out = bytearray(prefix)
             ns[enc_name](out, None, {})
             ns[const] = bytes(out)
         fn = _COMPILED[source] = ns[root_name]
     return fn
+
+
+def _skip_tags(buf, pos: int) -> int:
+    """Skip a tagged field section none of whose tags are known."""
+    count, pos = read_uvarint(buf, pos)
+    if count > len(buf) - pos:
+        raise MalformedMessage("tagged field count exceeds the remaining bytes")
+    for _ in range(count):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise MalformedMessage("tagged field size exceeds the remaining bytes")
+    return pos
 
 
 def _fmt_ident(fmt: str) -> str:
@@ -317,10 +339,10 @@ class _Gen:
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
             "_MM": MalformedMessage, "_ruv": read_uvarint, "_uv": write_uvarint, "_FR": FileRegion,
-            "_pack": struct.pack, "_E": {}, "_bytes": bytes, "_str": str, "_len": len,
+            "_pack": struct.pack, "_E": {}, "_bytes": bytes, "_str": str, "_skip_tags": _skip_tags,
         }
         self.names: dict[tuple[int, str], str] = {}
-        self.default_encodings: list[tuple[str, str]] = []
+        self.default_encodings: list[tuple[str, str, bytes]] = []
         self.counter = 0
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -427,14 +449,21 @@ class _Gen:
         t = f.type
         out = [f"v = d.get({f.name!r}, {self.enc_default(f)})"]
         if isinstance(t, Struct) and not (f.has_default and f.default is None):
+            # written only when it encodes differently from the default struct ({} is the default)
             const = self.fresh("_D")
-            self.default_encodings.append((const, self.encoder(t)))
-            out.append("t = bytearray()")
-            out.extend(self.enc_value(f, "v", "t"))
-            out.append(f"if t != {const}:")
+            self.default_encodings.append((const, self.encoder(t), b"\x01" if self.nullable(f) else b""))
+            out.append("if v:")
+            out.append("    t = bytearray()")
+            out.extend("    " + line for line in self.enc_value(f, "v", "t"))
+            out.append(f"    if t != {const}:")
+            out.append(f"        tl.append(_uv({f.tag}) + _uv(len(t)) + t)")
+            return out
         else:
             if isinstance(t, Array):
-                cond = "v is not None" if f.has_default and f.default is None else "v"
+                if f.has_default and f.default is None:
+                    cond = "v is not None"
+                else:  # default empty: a null (where nullable) or a non-empty array differs from it
+                    cond = "v is None or v" if self.nullable(f) else "v"
             elif isinstance(t, Struct) or f.default is None and f.has_default:
                 cond = "v is not None"
             else:
@@ -458,7 +487,8 @@ class _Gen:
     def enc_null(self, target: str, width_fmt: str) -> str:
         if self.flexible:
             return f"{target}.append(0)"
-        return f"{target} += {bytes(struct.calcsize(width_fmt)) .replace(b'\\x00', b'\\xff')!r}"
+        null = b"\xff" * struct.calcsize(width_fmt)
+        return f"{target} += {null!r}"
 
     def enc_value(self, f: Field, v: str, target: str) -> list[str]:
         """Lines encoding the value in local `v` of field f (type, nullability of this version) into target."""
@@ -479,7 +509,7 @@ class _Gen:
             if isinstance(e, Struct):
                 enc = self.encoder(e)
                 inner += [f"for x in {v}:", f"    {enc}({target}, p, x)"]
-            elif e.fmt:
+            elif e.fmt and e is not Uuid:
                 inner += [f"if {v}:", f"    {target} += _pack('>%d{e.fmt}' % len({v}), *{v})"]
             else:
                 inner += [f"for x in {v}:"]
@@ -546,29 +576,37 @@ class _Gen:
             items.append(f"{f.name!r}: {var}")
             body.extend(self.dec_value(f, var))
         if self.flexible:
+            tagged_vars = []
             for f in tagged:
                 var = f"f{local}"
                 local += 1
+                tagged_vars.append(var)
                 items.append(f"{f.name!r}: {var}")
                 body.append(f"{var} = {self.default_literal(f)}")
-            body += [*self.dec_uvarint("nt"),
-                     "if nt > end - pos:",
-                     "    raise _MM('tagged field count exceeds the remaining bytes')",
-                     "for _ in range(nt):",
-                     *("    " + line for line in self.dec_uvarint("tag")),
-                     *("    " + line for line in self.dec_uvarint("sz")),
-                     "    te = pos + sz",
-                     "    if te > end:",
-                     "        raise _MM('tagged field size exceeds the remaining bytes')"]
-            first = True
-            for f, var in zip(tagged, (item.split(": ")[1] for item in items[len(items) - len(tagged):]),
-                              strict=True):
-                body.append(f"    {'if' if first else 'elif'} tag == {f.tag}:")
-                first = False
-                body.extend("        " + line for line in self.dec_value(f, var))
-                body += ["        if pos > te:",
-                         f"            raise _MM('tagged field {f.name} overruns its size')"]
-            body.append("    pos = te")
+            if not tagged:
+                body += ["if buf[pos] == 0:",
+                         "    pos += 1",
+                         "else:",
+                         "    pos = _skip_tags(buf, pos)"]
+            else:
+                loop = [*self.dec_uvarint("nt"),
+                        "if nt > end - pos:",
+                        "    raise _MM('tagged field count exceeds the remaining bytes')",
+                        "for _ in range(nt):",
+                        *("    " + line for line in self.dec_uvarint("tag")),
+                        *("    " + line for line in self.dec_uvarint("sz")),
+                        "    te = pos + sz",
+                        "    if te > end:",
+                        "        raise _MM('tagged field size exceeds the remaining bytes')"]
+                first = True
+                for f, var in zip(tagged, tagged_vars, strict=True):
+                    loop.append(f"    {'if' if first else 'elif'} tag == {f.tag}:")
+                    first = False
+                    loop.extend("        " + line for line in self.dec_value(f, var))
+                    loop += ["        if pos > te:",
+                             f"            raise _MM('tagged field {f.name} overruns its size')"]
+                loop.append("    pos = te")
+                body += ["if buf[pos] == 0:", "    pos += 1", "else:", *("    " + line for line in loop)]
         body.append(f"return {{{', '.join(items)}}}, pos")
         self.lines.append(f"def {name}(buf, pos):")
         self.lines.extend("    " + line for line in body)

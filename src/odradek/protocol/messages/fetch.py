@@ -1,0 +1,106 @@
+"""Fetch (API key 1), from Kafka's FetchRequest/Response.json by tools/generate_messages.py."""
+
+from odradek.protocol.schema import (
+    Api,
+    Array,
+    Field,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Records,
+    String,
+    Struct,
+    Uuid,
+)
+
+FETCH = Api(
+    key=1,
+    name="Fetch",
+    valid_versions=(4, 17),
+    flexible_from=12,
+    request=[
+        Field("cluster_id", String, versions="12+", nullable_versions="12+", tagged_versions="12+", tag=0, default=None),
+        Field("replica_id", Int32, versions="0-14", default=-1),
+        Field("replica_state", Struct(
+            Field("replica_id", Int32, versions="15+", default=-1),
+            Field("replica_epoch", Int64, versions="15+", default=-1),
+            name="ReplicaState",
+        ), versions="15+", tagged_versions="15+", tag=1),
+        Field("max_wait_ms", Int32),
+        Field("min_bytes", Int32),
+        Field("max_bytes", Int32, versions="3+", default=2147483647),
+        Field("isolation_level", Int8, versions="4+", default=0),
+        Field("session_id", Int32, versions="7+", default=0),
+        Field("session_epoch", Int32, versions="7+", default=-1),
+        Field("topics", Array(Struct(
+            Field("topic", String, versions="0-12"),
+            Field("topic_id", Uuid, versions="13+"),
+            Field("partitions", Array(Struct(
+                Field("partition", Int32),
+                Field("current_leader_epoch", Int32, versions="9+", default=-1),
+                Field("fetch_offset", Int64),
+                Field("last_fetched_epoch", Int32, versions="12+", default=-1),
+                Field("log_start_offset", Int64, versions="5+", default=-1),
+                Field("partition_max_bytes", Int32),
+                Field("replica_directory_id", Uuid, versions="17+", tagged_versions="17+", tag=0),
+                name="FetchPartition",
+            ))),
+            name="FetchTopic",
+        ))),
+        Field("forgotten_topics_data", Array(Struct(
+            Field("topic", String, versions="7-12"),
+            Field("topic_id", Uuid, versions="13+"),
+            Field("partitions", Array(Int32), versions="7+"),
+            name="ForgottenTopic",
+        )), versions="7+"),
+        Field("rack_id", String, versions="11+", default=""),
+    ],
+    response=[
+        Field("throttle_time_ms", Int32, versions="1+"),
+        Field("error_code", Int16, versions="7+"),
+        Field("session_id", Int32, versions="7+", default=0),
+        Field("responses", Array(Struct(
+            Field("topic", String, versions="0-12"),
+            Field("topic_id", Uuid, versions="13+"),
+            Field("partitions", Array(Struct(
+                Field("partition_index", Int32),
+                Field("error_code", Int16),
+                Field("high_watermark", Int64),
+                Field("last_stable_offset", Int64, versions="4+", default=-1),
+                Field("log_start_offset", Int64, versions="5+", default=-1),
+                Field("diverging_epoch", Struct(
+                    Field("epoch", Int32, versions="12+", default=-1),
+                    Field("end_offset", Int64, versions="12+", default=-1),
+                    name="EpochEndOffset",
+                ), versions="12+", tagged_versions="12+", tag=0),
+                Field("current_leader", Struct(
+                    Field("leader_id", Int32, versions="12+", default=-1),
+                    Field("leader_epoch", Int32, versions="12+", default=-1),
+                    name="LeaderIdAndEpoch",
+                ), versions="12+", tagged_versions="12+", tag=1),
+                Field("snapshot_id", Struct(
+                    Field("end_offset", Int64, default=-1),
+                    Field("epoch", Int32, default=-1),
+                    name="SnapshotId",
+                ), versions="12+", tagged_versions="12+", tag=2),
+                Field("aborted_transactions", Array(Struct(
+                    Field("producer_id", Int64, versions="4+"),
+                    Field("first_offset", Int64, versions="4+"),
+                    name="AbortedTransaction",
+                )), versions="4+", nullable_versions="4+"),
+                Field("preferred_read_replica", Int32, versions="11+", default=-1),
+                Field("records", Records, nullable_versions="0+"),
+                name="PartitionData",
+            ))),
+            name="FetchableTopicResponse",
+        ))),
+        Field("node_endpoints", Array(Struct(
+            Field("node_id", Int32, versions="16+"),
+            Field("host", String, versions="16+"),
+            Field("port", Int32, versions="16+"),
+            Field("rack", String, versions="16+", nullable_versions="16+", default=None),
+            name="NodeEndpoint",
+        )), versions="16+", tagged_versions="16+", tag=0),
+    ],
+)
