@@ -25,9 +25,10 @@ def read_partition(bootstrap: str, topic: str, partition: int, end: int) -> dict
 def test_kill_9_during_produce_keeps_every_acknowledged_record(node_factory):
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    node = node_factory({"log.segment.bytes": "65536"})  # many segment rolls under way
+    node = node_factory({"log.segment.bytes": "1048576"})  # many segment rolls under way
     topic = "crash-stream"
-    AdminClient({"bootstrap.servers": node.bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
 
     acknowledged: dict[tuple[int, int], bytes] = {}
 

@@ -40,7 +40,7 @@ from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage, topic_id_bytes
 from odradek.network.server import KafkaServer
 from odradek.protocol.errors import KafkaError
-from odradek.storage.checkpoint import write_atomically
+from odradek.storage.checkpoint import write_atomic
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
 
@@ -112,7 +112,7 @@ def format_storage(config: BrokerConfig) -> str:
         if directory not in found:
             text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={config.node_id}\nversion=1\n"
                     f"cluster.id={cluster_id}\ndirectory.id={new_cluster_id()}\n")
-            write_atomically(os.path.join(directory, META_PROPERTIES), text.encode())
+            write_atomic(os.path.join(directory, META_PROPERTIES), text.encode())
             log.info("Formatted %s for cluster %s", directory, cluster_id)
     return cluster_id
 

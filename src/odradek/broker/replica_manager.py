@@ -75,6 +75,8 @@ class ReplicaManager:
     # hosting
 
     def host(self, topic: str, index: int, log: PartitionLog, leader_epoch: int) -> None:
+        # This node is the only replica: everything its log holds, recovered after a crash too, is committed.
+        log.high_watermark = log.log_end_offset
         self.partitions[(topic, index)] = Partition(topic, index, log, leader_epoch)
 
     def unhost(self, topic: str, index: int) -> None:

@@ -108,8 +108,9 @@ class ClientErrors:
         self.last = err
 
 
-def client_config(args: argparse.Namespace, extra: dict[str, str] | None = None) -> dict:
-    """librdkafka configuration for a command: bootstrap, quiet logging, --command-config, extras.
+def client_config(args: argparse.Namespace, defaults: dict | None = None, overrides: dict | None = None) -> dict:
+    """librdkafka configuration for a command, later sources winning: the CLI's base settings,
+    `defaults`, the --command-config file, then `overrides` (what the command's own flags ask for).
 
     librdkafka logs connection failures straight to stderr; the CLI reports those as one `error:` line
     instead, so its log goes to a Python logger that only prints with --verbose.
@@ -125,10 +126,10 @@ def client_config(args: argparse.Namespace, extra: dict[str, str] | None = None)
         config["logger"] = librdkafka_logger()
     else:
         config["log_level"] = 0
+    config.update(defaults or {})
     if args.command_config:
         config.update(read_properties(args.command_config))
-    if extra:
-        config.update(extra)
+    config.update(overrides or {})
     return config
 
 
@@ -264,9 +265,9 @@ def add_produce_parser(commands, client) -> None:
     p.add_argument("--producer-property", metavar="KEY=VALUE", type=key_value, action="append", default=[],
                    help="librdkafka producer property (repeatable)")
     p.add_argument("--partition", type=non_negative_int, help="write every record to this partition")
-    p.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all",
+    p.add_argument("--acks", choices=("0", "1", "all", "-1"),
                    help="acknowledgements to wait for (default all)")
-    p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="none",
+    p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    help="batch compression codec (default none)")
     p.add_argument("--file", metavar="FILE", help="read lines from FILE instead of stdin")
     p.set_defaults(run=lambda args: _module("produce").produce(args))
@@ -363,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 1
+    if args.command != "server":
+        interrupt_on_sigterm()
     try:
         return args.run(args) or 0
     except CliError as exc:
@@ -370,6 +373,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # stdout closed early (`consume ... | head`): not an error. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain either.
+        silence_stdout()
+        return 0
     except Exception as exc:
         # A KafkaException a command did not translate: still one line, never a traceback.
         kafka = sys.modules.get("confluent_kafka")
@@ -380,10 +388,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CliError as error:
             print(f"error: {error}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # stdout closed early (`| head`): not an error; keep Python from complaining at exit.
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
-        except OSError:
-            pass
-        return 0
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM ends a client command like Ctrl-C: the producer flushes, the consumer closes."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (main() called from a test thread)
+        pass
+
+
+def silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,619 @@
+"""PartitionLog: the segments of one partition, with append, read, offset look-ups, retention and recovery.
+
+Invariants (tests/storage pin them down):
+
+* offsets in the log only increase; a leader append gets offsets log_end_offset.. contiguously;
+* an append is acknowledged only after its single `os.write` returned: the bytes are then in the page
+  cache and survive a kill -9 of the process; fsync happens on roll, on flush.messages / flush.ms,
+  and on close (Kafka's defaults leave the rest to the OS);
+* after any crash the log is the longest prefix of valid batches (CRC-checked) of what was written, so
+  every acknowledged batch is there, once, in order, unless the machine itself lost unflushed pages;
+* segments leave the log by being renamed `.deleted` and closed only after file.delete.delay.ms, so a
+  FileRegion handed to the network layer stays readable until it has been sent.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from odradek.protocol import compression, records
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.file_region import FileRegion
+from odradek.protocol.records import LOG_APPEND_TIME, BatchInfo
+from odradek.storage import checkpoint
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import CorruptSnapshotError, ProducerStateManager
+from odradek.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    NO_TIMESTAMP,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    SegmentCorrupt,
+    file_name,
+    scan_end_offset,
+)
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SNAPSHOTS_TO_KEEP = 2
+PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms default
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a `<topic>-<partition>` directory name, or None."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """The log of one partition. Opening it recovers it if needed; see docs/storage-format.md."""
+
+    def __init__(self, directory: str, config: LogConfig, *, now_ms: int, recovery_point: int = 0,
+                 log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = False,
+                 topic: str | None = None, partition: int | None = None, topic_id: bytes | None = None):
+        parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
+        self.topic = topic if topic is not None else (parsed[0] if parsed else "")
+        self.partition = partition if partition is not None else (parsed[1] if parsed else 0)
+        self.directory = directory
+        self.config = config
+        os.makedirs(directory, exist_ok=True)
+        if topic_id is not None:
+            checkpoint.write_partition_metadata(directory, topic_id)
+        self.topic_id = checkpoint.read_partition_metadata(directory)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[list] = []  # [segment, due_ms or None]
+        self.producer_state = ProducerStateManager()
+        self.producer_id_expiration_ms = PRODUCER_ID_EXPIRATION_MS  # the broker's producer.id.expiration.ms
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._high_watermark = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._roll_jitter_ms = 0
+        self._closed = False
+        self._load(now_ms, recovery_point, log_start_offset, clean_shutdown)
+        self.high_watermark = high_watermark
+        self._new_roll_jitter()
+
+    # ---- offsets
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Kafka's rule: the high watermark stays within [log start offset, log end offset]."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        self._new_roll_jitter()
+
+    def _new_roll_jitter(self) -> None:
+        jitter = self.config.segment_jitter_ms
+        self._roll_jitter_ms = random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
+
+    # ---- loading and recovery
+
+    def _load(self, now_ms: int, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        directory = self.directory
+        self._remove_orphans()
+        self._complete_swaps(now_ms)
+        bases = sorted(int(name[:20]) for name in os.listdir(directory)
+                       if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit())
+        index_bytes = self.config.segment_index_bytes
+        self.segments = [LogSegment(directory, base, index_bytes=index_bytes, now_ms=now_ms) for base in bases]
+        if clean:
+            recover_from = len(self.segments)
+        else:
+            # the segment holding the recovery point and everything after it may hold unflushed data
+            recover_from = max(0, bisect.bisect_right(bases, recovery_point) - 1) if bases else 0
+        recovered = False
+        index = 0
+        while index < len(self.segments):
+            segment = self.segments[index]
+            must_recover = index >= recover_from
+            if not must_recover:
+                try:
+                    segment.load()
+                except SegmentCorrupt as exc:
+                    log.warning("%s: %s; rebuilding it from the log", segment.log_path, exc)
+                    must_recover = True
+            if must_recover:
+                recovered = True
+                truncated = segment.recover(self.config.index_interval_bytes)
+                if truncated and index + 1 < len(self.segments):
+                    if index >= recover_from:
+                        for later in self.segments[index + 1:]:
+                            log.warning("%s: deleting %s, which follows a corrupt segment", directory, later.log_path)
+                            later.delete_files()
+                        del self.segments[index + 1:]
+                    else:
+                        log.error("%s: flushed segment %s had %d corrupt bytes", directory, segment.log_path, truncated)
+            index += 1
+        self._delete_misplaced_segments()
+        if not self.segments:
+            start = max(log_start_offset, 0)
+            self.segments = [LogSegment.create(directory, start, index_bytes=index_bytes, now_ms=now_ms)]
+            checkpoint.fsync_dir(directory)
+        self._bases = [segment.base_offset for segment in self.segments]
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            # every offset below the log start is gone: start afresh at the log start offset
+            log.warning("%s: log start offset %d is past the log end %d; starting an empty log there",
+                        directory, self.log_start_offset, self.log_end_offset)
+            self._replace_all_segments(self.log_start_offset, now_ms)
+        if recovered:
+            for segment in self.segments:
+                segment.flush()
+            checkpoint.fsync_dir(directory)
+        for segment in self.segments[:-1]:
+            segment.release_index_files()
+        self.recovery_point = self.log_end_offset
+        self._load_producer_state()
+
+    def _remove_orphans(self) -> None:
+        """Files a crash can leave behind: deletions not finished, cleaner output not swapped in, temps."""
+        names = set(os.listdir(self.directory))
+        logs = {name[:20] for name in names if name.endswith(LOG_SUFFIX)}
+        for name in names:
+            path = os.path.join(self.directory, name)
+            orphan_index = (name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and name[:20] not in logs)
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, checkpoint.TMP_SUFFIX)) or orphan_index:
+                log.info("%s: removing leftover %s", self.directory, name)
+                os.unlink(path)
+            elif name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
+                os.unlink(path)  # indexes are rebuilt from the swapped-in log
+
+    def _complete_swaps(self, now_ms: int) -> None:
+        """A `.log.swap` is a complete replacement (cleaner output) for the segments it overlaps: install it."""
+        for name in sorted(os.listdir(self.directory)):
+            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            base = int(name[:20])
+            swap_path = os.path.join(self.directory, name)
+            end = scan_end_offset(swap_path, base)
+            for other in os.listdir(self.directory):
+                if other.endswith(LOG_SUFFIX) and other[:20].isdigit() and base <= int(other[:20]) < end:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        try:
+                            os.unlink(os.path.join(self.directory, other[:20] + suffix))
+                        except FileNotFoundError:
+                            pass
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                try:
+                    os.unlink(os.path.join(self.directory, file_name(base, suffix)))
+                except FileNotFoundError:
+                    pass
+            os.rename(swap_path, os.path.join(self.directory, file_name(base, LOG_SUFFIX)))
+            checkpoint.fsync_dir(self.directory)
+            log.info("%s: installed swap segment %s (offsets %d..%d)", self.directory, name, base, end)
+
+    def _delete_misplaced_segments(self) -> None:
+        """Drop segments that do not start after the previous one's end (cannot happen unless hand-edited)."""
+        kept: list[LogSegment] = []
+        for segment in self.segments:
+            if kept and segment.base_offset < kept[-1].next_offset:
+                log.error("%s overlaps the previous segment; deleting it", segment.log_path)
+                segment.delete_files()
+                continue
+            kept.append(segment)
+        self.segments = kept
+
+    def _replace_all_segments(self, base_offset: int, now_ms: int) -> None:
+        for segment in self.segments:
+            segment.delete_files()
+        self.segments = [LogSegment.create(self.directory, base_offset, index_bytes=self.config.segment_index_bytes,
+                                           now_ms=now_ms)]
+        self._bases = [base_offset]
+        checkpoint.fsync_dir(self.directory)
+
+    def _snapshot_offsets(self) -> list[int]:
+        return sorted(int(name[:20]) for name in os.listdir(self.directory)
+                      if name.endswith(SNAPSHOT_SUFFIX) and name[:20].isdigit())
+
+    def _load_producer_state(self) -> None:
+        """Latest usable snapshot at or below the log end, then replay the batches after it."""
+        end = self.log_end_offset
+        self.producer_state = ProducerStateManager()
+        start = self.segments[0].base_offset
+        for offset in reversed(self._snapshot_offsets()):
+            path = os.path.join(self.directory, file_name(offset, SNAPSHOT_SUFFIX))
+            if offset > end:
+                os.unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    self.producer_state.load(f.read())
+            except (OSError, CorruptSnapshotError) as exc:
+                log.warning("%s: ignoring producer state snapshot %s: %s", self.directory, path, exc)
+                continue
+            start = offset
+            break
+        self.producer_state.rebuild_from(info for info in self._batches_from(start) if info.base_offset >= start)
+
+    def _batches_from(self, offset: int) -> Iterator[BatchInfo]:
+        """Headers of every batch from the one holding `offset` on, across segments."""
+        for segment in self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1):]:
+            if segment.next_offset <= offset:
+                continue
+            first = segment.find_batch(offset)
+            if first is not None:
+                yield from segment.batches(first.position)
+
+    def _write_producer_snapshot(self, offset: int) -> None:
+        checkpoint.write_atomic(os.path.join(self.directory, file_name(offset, SNAPSHOT_SUFFIX)),
+                                self.producer_state.snapshot())
+        for old in self._snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
+            os.unlink(os.path.join(self.directory, file_name(old, SNAPSHOT_SUFFIX)))
+
+    # ---- appending
+
+    def append_as_leader(self, records_view, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
+        """Validate a produce request's records, assign offsets and write them: one batch, one write."""
+        config = self.config
+        infos = records.validate_batches(records_view, max_batch_size=config.max_message_bytes)
+        if len(infos) != 1:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"a produce request must carry exactly one record batch per partition, not {len(infos)}")
+        info = infos[0]
+        self._check_timestamps(info, now_ms)
+        if config.compact:
+            self._check_keys(records_view, info)
+        if info.size > config.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"record batch of {info.size} bytes exceeds segment.bytes {config.segment_bytes}")
+        append_time = now_ms if config.log_append_time else None
+        duplicate = self.producer_state.check(info)
+        if duplicate is not None:
+            return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                              duplicate.timestamp if append_time is not None else -1,
+                              self.log_start_offset, info.record_count)
+        target = compression.codec_for_topic(config.compression_type)
+        if target is not None and target != info.compression:
+            buf = bytearray(self._recompress(records_view, info, target, leader_epoch))
+            info = records.read_batch_info(buf, 0)
+            if info.size > config.max_message_bytes:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"record batch of {info.size} bytes after recompression exceeds max.message.bytes")
+            if info.size > config.segment_bytes:
+                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"record batch of {info.size} bytes after recompression exceeds segment.bytes")
+        else:
+            buf = bytearray(records_view)
+        max_timestamp = append_time if append_time is not None else info.max_timestamp
+        self._maybe_roll(len(buf), info.last_offset_delta, max_timestamp, now_ms)
+        first = self.log_end_offset
+        next_offset = records.assign_offsets(buf, (info,), first, log_append_time_ms=append_time,
+                                             partition_leader_epoch=leader_epoch)
+        last = next_offset - 1
+        self.active.append(buf, [(0, len(buf), last, max_timestamp)], config.index_interval_bytes)
+        self.producer_state.update(info, first, last, max_timestamp)
+        self._unflushed_messages += info.record_count
+        if self._unflushed_messages >= config.flush_messages:
+            self.flush()
+        return AppendInfo(first, last, -1 if append_time is None else append_time, self.log_start_offset,
+                          info.record_count)
+
+    def _check_timestamps(self, info: BatchInfo, now_ms: int) -> None:
+        """Kafka's LogValidator.validateTimestamp, on the batch's first and largest timestamps."""
+        if info.timestamp_type == LOG_APPEND_TIME:
+            raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "producers may not set the LogAppendTime timestamp type")
+        config = self.config
+        if config.log_append_time:
+            return
+        low = now_ms - config.message_timestamp_before_max_ms
+        high = now_ms + config.message_timestamp_after_max_ms
+        for timestamp in (info.base_timestamp, info.max_timestamp):
+            if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
+                                 f"timestamp {timestamp} is out of range: it should be within [{low}, {high}]")
+
+    @staticmethod
+    def _check_keys(records_view, info: BatchInfo) -> None:
+        for record in records.decode_batch(records_view, info):
+            if record.key is None:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topics cannot accept records without a key")
+
+    @staticmethod
+    def _recompress(records_view, info: BatchInfo, codec: int, leader_epoch: int) -> bytes:
+        decoded = records.decode_batch(records_view, info)
+        return records.build_batch(decoded, compression=codec, producer_id=info.producer_id,
+                                   producer_epoch=info.producer_epoch, base_sequence=info.base_sequence,
+                                   is_transactional=info.is_transactional, partition_leader_epoch=leader_epoch)
+
+    def _maybe_roll(self, size: int, last_offset_delta: int, max_timestamp: int, now_ms: int) -> None:
+        """Kafka's LogSegment.shouldRoll, checked before each append."""
+        segment = self.active
+        if segment.size == 0:
+            return
+        config = self.config
+        if segment.first_batch_timestamp is not None and segment.first_batch_timestamp >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - segment.first_batch_timestamp
+        else:
+            waited = now_ms - segment.created_ms
+        if (segment.size + size > config.segment_bytes
+                or waited > config.segment_ms - self._roll_jitter_ms
+                or segment.offset_index.is_full or segment.time_index.is_full
+                or self.log_end_offset + last_offset_delta - segment.base_offset > INT32_MAX):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Close the active segment (fsynced, final time index entry) and start one at the log end."""
+        old = self.active
+        base = self.log_end_offset
+        if old.size == 0 and old.base_offset == base:
+            return old
+        old.on_become_inactive()
+        old.flush()
+        old.release_index_files()
+        segment = LogSegment.create(self.directory, base, index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
+        self.segments.append(segment)
+        self._bases.append(base)
+        checkpoint.fsync_dir(self.directory)
+        self.recovery_point = max(self.recovery_point, base)
+        self._write_producer_snapshot(base)
+        self._new_roll_jitter()
+        return segment
+
+    def flush(self) -> None:
+        """fsync the active segment: every offset below the log end is then durable."""
+        if self.log_end_offset > self.recovery_point or self._unflushed_messages:
+            self.active.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+
+    # ---- reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileRegion | None:
+        """Whole batches from the one holding `offset`, within one segment, below `max_offset`.
+
+        `max_offset` defaults to the high watermark; no returned batch reaches it. At most `max_bytes`,
+        but the first batch is returned whole with `min_one_batch`. None when there is nothing to return.
+        """
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside the log's range {self.log_start_offset}..{end}")
+        if max_offset is None:
+            max_offset = self._high_watermark
+        if offset == end or offset >= max_offset:
+            return None
+        for segment in self.segments[self._segment_index(offset):]:
+            if offset < segment.next_offset:
+                return segment.read(offset, max_bytes, max_offset, min_one_batch)
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start with a timestamp >= `timestamp_ms`."""
+        start = self.log_start_offset
+        for segment in self.segments:
+            if segment.next_offset <= start or segment.max_timestamp < timestamp_ms:
+                continue
+            info = segment.find_first_batch_with_timestamp(timestamp_ms)
+            position = info.position if info is not None else segment.size
+            for info in segment.batches(position):
+                if info.max_timestamp < timestamp_ms or info.last_offset < start:
+                    continue
+                found = self._first_record_at_or_after(segment, info, timestamp_ms, start)
+                if found is not None:
+                    return found
+        return None
+
+    @staticmethod
+    def _first_record_at_or_after(segment: LogSegment, info: BatchInfo, timestamp_ms: int,
+                                  start: int) -> tuple[int, int] | None:
+        if info.timestamp_type == LOG_APPEND_TIME:
+            return max(info.base_offset, start), info.max_timestamp
+        data = segment.read_batch(info)
+        for record in records.decode_batch(data, info._replace(position=0)):
+            if record.timestamp >= timestamp_ms and record.offset >= start:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record carrying the largest timestamp; (-1, -1) if none."""
+        best = None
+        for segment in self.segments:
+            if segment.max_timestamp != NO_TIMESTAMP and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return -1, -1
+        timestamp = best.max_timestamp
+        info = best.find_batch(best.offset_of_max_timestamp)
+        if info is None or info.max_timestamp != timestamp:
+            return best.offset_of_max_timestamp, timestamp
+        found = self._first_record_at_or_after(best, info, timestamp, -1)
+        return found if found is not None else (best.offset_of_max_timestamp, timestamp)
+
+    # ---- deleting and truncating
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` and drop the segments wholly below it."""
+        if offset > self._high_watermark or offset < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"cannot delete records before {offset}: the high watermark is {self._high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            count = 0
+            while count + 1 < len(self.segments) and self.segments[count + 1].base_offset <= offset:
+                count += 1
+            self._delete_oldest(count, f"log start offset moved to {offset}")
+        return self.log_start_offset
+
+    def _delete_oldest(self, count: int, reason: str) -> None:
+        """Move the `count` oldest segments out of the log; their files go after file.delete.delay.ms."""
+        if count <= 0:
+            return
+        doomed, self.segments = self.segments[:count], self.segments[count:]
+        log.info("%s-%d: deleting %d segment(s) with offsets %d..%d: %s", self.topic, self.partition, count,
+                 doomed[0].base_offset, doomed[-1].next_offset - 1, reason)
+        self._bases = self._bases[count:]
+        for segment in doomed:
+            segment.mark_deleted()
+            self._pending_deletes.append([segment, None])
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+
+    def _apply_retention(self, now_ms: int) -> None:
+        """retention.ms and retention.bytes, as Kafka's deleteOldSegments (cleanup.policy=delete)."""
+        config = self.config
+        if config.retention_ms >= 0:
+            cutoff = now_ms - config.retention_ms
+            self._delete_while(lambda segment: _largest_timestamp(segment) < cutoff, now_ms,
+                               f"retention.ms {config.retention_ms} passed")
+        if config.retention_bytes >= 0:
+            excess = [self.size_in_bytes() - config.retention_bytes]
+
+            def over(segment: LogSegment) -> bool:
+                if excess[0] - segment.size >= 0:
+                    excess[0] -= segment.size
+                    return True
+                return False
+
+            self._delete_while(over, now_ms, f"retention.bytes {config.retention_bytes} exceeded")
+
+    def _delete_while(self, predicate, now_ms: int, reason: str) -> None:
+        count = 0
+        for index, segment in enumerate(self.segments):
+            last = index == len(self.segments) - 1
+            upper = self.log_end_offset if last else self.segments[index + 1].base_offset
+            if self._high_watermark < upper or (last and segment.size == 0) or not predicate(segment):
+                break
+            count += 1
+        if count == len(self.segments):
+            self.roll(now_ms)
+        self._delete_oldest(count, reason)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch from the one holding `offset` on (replication: a diverged follower).
+
+        Hazard: FileRegions handed out before over the removed range may send other bytes; callers must
+        not truncate while such reads are in flight.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        keep = bisect.bisect_right(self._bases, offset)
+        if self._bases[keep - 1] == offset and keep > 1:
+            keep -= 1
+        for segment in self.segments[keep:]:
+            segment.mark_deleted()
+            self._pending_deletes.append([segment, None])
+        del self.segments[keep:]
+        del self._bases[keep:]
+        self.active.truncate_to(offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.mark_deleted()
+            self._pending_deletes.append([segment, None])
+        self.segments = [LogSegment.create(self.directory, offset, index_bytes=self.config.segment_index_bytes,
+                                           now_ms=self.active.created_ms if self.segments else 0)]
+        self._bases = [offset]
+        checkpoint.fsync_dir(self.directory)
+        self.log_start_offset = offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self.active.flush()
+        self._high_watermark = min(max(self._high_watermark, self.log_start_offset), self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._load_producer_state()
+
+    # ---- maintenance and shutdown
+
+    def maintain(self, now_ms: int, *, enforce_retention: bool = True) -> None:
+        """Periodic work: time-based roll, flush.ms, retention (unless told not to: the LogManager runs it
+        every log.retention.check.interval.ms), removal of segments deleted earlier, expiry of idle
+        producer ids."""
+        config = self.config
+        segment = self.active
+        if segment.size and now_ms - segment.created_ms > config.segment_ms - self._roll_jitter_ms:
+            self.roll(now_ms)
+        if self.log_end_offset > self.recovery_point and now_ms - self._last_flush_ms >= config.flush_ms:
+            self.flush()
+            self._last_flush_ms = now_ms
+        if config.delete and enforce_retention:
+            self._apply_retention(now_ms)
+        self._delete_due_segments(now_ms)
+        self.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
+
+    def _delete_due_segments(self, now_ms: int | None) -> None:
+        remaining = []
+        for entry in self._pending_deletes:
+            segment, due = entry
+            if now_ms is not None and due is None:
+                entry[1] = due = now_ms + self.config.file_delete_delay_ms
+            if now_ms is None or now_ms >= due:
+                segment.delete_files()
+            else:
+                remaining.append(entry)
+        self._pending_deletes = remaining
+
+    def close(self) -> None:
+        """Flush, write the producer state snapshot and close every file (pending deletions finish now)."""
+        if self._closed:
+            return
+        self.active.on_become_inactive()
+        self.flush()
+        self._write_producer_snapshot(self.log_end_offset)
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close every file without flushing (the log is being deleted, or the process is failing)."""
+        self._closed = True
+        for segment in self.segments:
+            segment.close()
+        self._delete_due_segments(None)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, hw={self._high_watermark}, segments={len(self.segments)})")
+
+
+def _largest_timestamp(segment: LogSegment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the largest record timestamp, else the file's mtime."""
+    if segment.max_timestamp != NO_TIMESTAMP:
+        return segment.max_timestamp
+    return int(os.fstat(segment.fd).st_mtime * 1000)

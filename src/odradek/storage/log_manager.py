@@ -1,0 +1,232 @@
+"""LogManager: every partition log of this node across `log.dirs`, their checkpoints and clean shutdown.
+
+Per log dir: a `.lock` file held with flock while the node runs; `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint` and `replication-offset-checkpoint` (high watermarks), written atomically;
+`.kafka_cleanshutdown`, written last by close() and removed (durably) by load(): a log dir without it
+was not shut down cleanly and its logs are recovered from their recovery points on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+
+from odradek.storage import checkpoint
+from odradek.storage.log import PartitionLog, parse_partition_dir
+from odradek.storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+FUTURE_DIR_SUFFIX = "-future"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log: owned by the controller, not loaded here
+CHECKPOINT_INTERVAL_MS = 60000  # Kafka's log.flush.offset.checkpoint.interval.ms
+RETENTION_CHECK_INTERVAL_MS = 300000  # Kafka's log.retention.check.interval.ms
+INITIAL_TASK_DELAY_MS = 30000  # Kafka's LogManager.InitialTaskDelayMs: first retention check after start
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], *, default_config: LogConfig,
+                 checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
+                 retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
+                 initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS):
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.initial_task_delay_ms = initial_task_delay_ms
+        self._next_retention_check_ms: int | None = None
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dir_of: dict[tuple[str, int], str] = {}
+        self._pending_dir_deletes: list[list] = []  # [log, renamed dir, due_ms or None]
+        self._last_checkpoint_ms: int | None = None
+        self._locks: list[int] = []
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._locks.append(_lock(log_dir))
+
+    # ---- loading
+
+    def load(self, topic_configs: Callable[[str], LogConfig | None], now_ms: int) -> None:
+        """Open every partition dir found, recovering those of log dirs not shut down cleanly."""
+        for log_dir in self.log_dirs:
+            clean = checkpoint.has_clean_shutdown_marker(log_dir)
+            recovery_points = checkpoint.OffsetCheckpointFile(
+                os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT)).read_or_empty()
+            start_offsets = checkpoint.OffsetCheckpointFile(
+                os.path.join(log_dir, checkpoint.LOG_START_OFFSET_CHECKPOINT)).read_or_empty()
+            high_watermarks = checkpoint.OffsetCheckpointFile(
+                os.path.join(log_dir, checkpoint.HIGH_WATERMARK_CHECKPOINT)).read_or_empty()
+            warned = clean
+            for name in sorted(os.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                if not os.path.isdir(path):
+                    if name.endswith(checkpoint.TMP_SUFFIX):
+                        os.unlink(path)  # an interrupted checkpoint write
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    log.info("removing %s, a partition deleted before the last shutdown", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if name.endswith((STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                    continue
+                parsed = parse_partition_dir(name)
+                if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
+                    continue
+                if parsed in self._logs:
+                    raise RuntimeError(f"partition {parsed[0]}-{parsed[1]} exists in both "
+                                       f"{self._dir_of[parsed]} and {log_dir}")
+                if not warned:
+                    log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
+                    warned = True
+                config = topic_configs(parsed[0]) or self.default_config
+                partition_log = PartitionLog(
+                    path, config, now_ms=now_ms, recovery_point=recovery_points.get(parsed, 0),
+                    log_start_offset=start_offsets.get(parsed, 0), high_watermark=high_watermarks.get(parsed, 0),
+                    clean_shutdown=clean, topic=parsed[0], partition=parsed[1])
+                self._logs[parsed] = partition_log
+                self._dir_of[parsed] = log_dir
+            # from here on a crash must be seen as unclean
+            checkpoint.remove_clean_shutdown_marker(log_dir)
+        self.checkpoint()
+        self._last_checkpoint_ms = now_ms
+        self._next_retention_check_ms = now_ms + self.initial_task_delay_ms
+
+    # ---- partitions
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> Iterable[PartitionLog]:
+        return list(self._logs.values())
+
+    def dir_of(self, partition_log: PartitionLog) -> str:
+        return self._dir_of[(partition_log.topic, partition_log.partition)]
+
+    def dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
+        """For DescribeLogDirs: per log dir, the size in bytes of each partition it holds."""
+        sizes: dict[str, dict[tuple[str, int], int]] = {log_dir: {} for log_dir in self.log_dirs}
+        for key, partition_log in self._logs.items():
+            sizes[self._dir_of[key]][key] = partition_log.size_in_bytes()
+        return sizes
+
+    def create(self, topic: str, partition: int, config: LogConfig, topic_id: bytes, *,
+               now_ms: int | None = None) -> PartitionLog:
+        """Create (or return the existing) log of a partition, in the log dir holding the fewest partitions."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            if existing.topic_id is None and topic_id:
+                checkpoint.write_partition_metadata(existing.directory, topic_id)
+                existing.topic_id = topic_id
+            elif topic_id and existing.topic_id != topic_id:
+                raise RuntimeError(f"{existing.directory} belongs to another topic id than the one being created")
+            existing.update_config(config)
+            return existing
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for owner in self._dir_of.values():
+            counts[owner] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        # a leftover directory of that name is recovered, not trusted
+        partition_log = PartitionLog(path, config, now_ms=now_ms, clean_shutdown=not os.path.exists(path),
+                                     topic=topic, partition=partition, topic_id=topic_id)
+        checkpoint.fsync_dir(log_dir)
+        self._logs[key] = partition_log
+        self._dir_of[key] = log_dir
+        return partition_log
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Rename the partition dir to `<topic>-<partition>.<uuid>-delete`; files go after file.delete.delay.ms.
+
+        The log leaves the manager at once; its descriptors stay open until then, so FileRegions already
+        handed to the network layer can still be sent.
+        """
+        key = (topic, partition)
+        partition_log = self._logs.pop(key, None)
+        if partition_log is None:
+            return
+        log_dir = self._dir_of.pop(key)
+        renamed = os.path.join(log_dir, f"{topic}-{partition}.{checkpoint.new_unique_suffix()}{DELETE_DIR_SUFFIX}")
+        os.rename(partition_log.directory, renamed)
+        checkpoint.fsync_dir(log_dir)
+        partition_log.directory = renamed
+        self._pending_dir_deletes.append([partition_log, renamed, None])
+        self.checkpoint()
+
+    # ---- checkpoints, maintenance, shutdown
+
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets and high watermarks of every log dir, atomically."""
+        for log_dir in self.log_dirs:
+            owned = {key: self._logs[key] for key, owner in self._dir_of.items() if owner == log_dir}
+            for file_name, value in ((checkpoint.RECOVERY_POINT_CHECKPOINT, lambda p: p.recovery_point),
+                                     (checkpoint.LOG_START_OFFSET_CHECKPOINT, lambda p: p.log_start_offset),
+                                     (checkpoint.HIGH_WATERMARK_CHECKPOINT, lambda p: p.high_watermark)):
+                checkpoint.OffsetCheckpointFile(os.path.join(log_dir, file_name)).write(
+                    {key: value(p) for key, p in owned.items()})
+
+    def flush(self) -> None:
+        for partition_log in self._logs.values():
+            partition_log.flush()
+
+    def maintain(self, now_ms: int) -> None:
+        """Each log's maintenance (retention every retention_check_interval_ms, the first one
+        initial_task_delay_ms after load, as Kafka schedules it), removal of deleted partitions, and the
+        periodic checkpoint."""
+        if self._next_retention_check_ms is None:
+            self._next_retention_check_ms = now_ms + self.initial_task_delay_ms
+        retention = now_ms >= self._next_retention_check_ms
+        if retention:
+            self._next_retention_check_ms = now_ms + self.retention_check_interval_ms
+        for partition_log in list(self._logs.values()):
+            partition_log.maintain(now_ms, enforce_retention=retention)
+        self._delete_due_dirs(now_ms)
+        if self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self.checkpoint()
+            self._last_checkpoint_ms = now_ms
+
+    def _delete_due_dirs(self, now_ms: int | None) -> None:
+        remaining = []
+        for entry in self._pending_dir_deletes:
+            partition_log, path, due = entry
+            if now_ms is not None and due is None:
+                entry[2] = due = now_ms + partition_log.config.file_delete_delay_ms
+            if now_ms is None or now_ms >= due:
+                partition_log.abandon()
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                remaining.append(entry)
+        self._pending_dir_deletes = remaining
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker of each dir."""
+        for partition_log in self._logs.values():
+            partition_log.close()
+        self._delete_due_dirs(None)
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            checkpoint.write_clean_shutdown_marker(log_dir)
+        for fd in self._locks:
+            os.close(fd)
+        self._locks = []
+
+
+def _lock(log_dir: str) -> int:
+    fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{log_dir} is in use by another process (could not lock {LOCK_FILE})") from None
+    return fd
