@@ -125,7 +125,7 @@ def test_consumer_seek_and_offsets_for_times(shared_node):
     tail = consume_all(shared_node, topic, [0], 10, start=90)
     assert [int(m.value()) for m in tail] == list(range(90, 100))
 
-    consumer = Consumer({"bootstrap.servers": shared_node.bootstrap, "group.id": "unused"})
+    consumer = Consumer({"bootstrap.servers": shared_node.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     assert (low, high) == (0, 100)
     found = consumer.offsets_for_times([TopicPartition(topic, 0, base + 42_500)], timeout=10)
@@ -232,7 +232,7 @@ def test_delete_records_moves_the_low_watermark(shared_node):
     result = client.delete_records([TopicPartition(topic, 0, 20)])
     deleted = result[TopicPartition(topic, 0, 20)].result(15)
     assert deleted.low_watermark == 20
-    consumer = Consumer({"bootstrap.servers": shared_node.bootstrap, "group.id": "unused"})
+    consumer = Consumer({"bootstrap.servers": shared_node.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (20, 50)
     consumer.close()
     messages = consume_all(shared_node, topic, [0], 30)

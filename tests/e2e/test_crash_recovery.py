@@ -55,7 +55,7 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(node_factory):
         node.start()
 
     ends = {}
-    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused"})
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     for partition in range(PARTITIONS):
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         assert low == 0

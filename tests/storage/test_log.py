@@ -424,3 +424,14 @@ def test_update_config_applies_without_restart(tmp_path):
     assert len(log.segments) > 1
     log.update_config(LogConfig(message_timestamp_type="LogAppendTime"))
     assert log.append_as_leader(memoryview(make_batch()), now_ms=NOW + 5).log_append_time_ms == NOW + 5
+
+
+def test_failed_segment_refuses_appends_and_rolls(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config())
+    fill(log, 3)
+    log.active.failed = True  # as after a write that could not be cut back
+    for _ in range(2):
+        with pytest.raises(KafkaError) as exc:
+            log.append_as_leader(memoryview(make_batch(value_size=900)), now_ms=NOW)
+        assert exc.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert len(log.segments) == 1

@@ -169,3 +169,13 @@ def test_retention_runs_on_kafkas_schedule(tmp_path):
     m.maintain(NOW + 330_000)
     assert log.log_start_offset == 120
     m.close()
+
+
+def test_delete_of_a_topic_with_a_maximal_name(tmp_path):
+    m = manager([tmp_path])
+    name = "x" * 249
+    m.create(name, 12, CONFIG, TOPIC_ID)
+    m.delete(name, 12)
+    (renamed,) = [n for n in os.listdir(tmp_path) if n.endswith("-delete")]
+    assert len(renamed) <= 255 and renamed.endswith("-12." + renamed[-39:-7] + "-delete")
+    m.close()

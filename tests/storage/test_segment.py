@@ -157,3 +157,18 @@ def test_write_that_cannot_be_undone_stops_appends(tmp_path, monkeypatch):
     with pytest.raises(KafkaError) as exc:
         append(segment, end)
     assert exc.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_failed_index_write_does_not_fail_the_append(tmp_path, monkeypatch):
+    segment, end = filled(tmp_path, batches=3)
+
+    def fail(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment.offset_index, "_write", fail)
+    for _ in range(10):
+        end = append(segment, end)
+    monkeypatch.undo()
+    assert segment.index_failed and segment.next_offset == end
+    for offset in range(1000, end):
+        assert segment.find_batch(offset).base_offset <= offset

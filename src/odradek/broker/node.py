@@ -259,8 +259,18 @@ async def _serve(config: BrokerConfig) -> None:
     await node.stop()
 
 
+def raise_open_file_limit() -> None:
+    """Each partition keeps its segment files open, so use every file descriptor the system allows."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def run_server(config_file: str | None, overrides: list[str]) -> int:
     configure_logging()
+    raise_open_file_limit()
     try:
         config = BrokerConfig.load(config_file, overrides)
         import uvloop

@@ -21,7 +21,8 @@ from odradek.controller.metadata_log import MetadataLog
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
 
-MAX_PARTITIONS_PER_REQUEST = 100_000
+# Like Kafka's controller (max.records.per.user.op), one operation may not create more than this many partitions.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
@@ -137,7 +138,8 @@ class Controller:
         if num_partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if num_partitions > MAX_PARTITIONS_PER_REQUEST:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS_PER_REQUEST}.")
+            raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                             f"Unable to create {num_partitions} partitions at once: at most {MAX_PARTITIONS_PER_REQUEST}.")
         if replication_factor <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         if replication_factor > len(brokers):

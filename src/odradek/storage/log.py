@@ -286,6 +286,7 @@ class PartitionLog:
     def append_as_leader(self, records_view, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
         """Validate a produce request's records, assign offsets and write them: one batch, one write."""
         config = self.config
+        self._check_writable()
         infos = records.validate_batches(records_view, max_batch_size=config.max_message_bytes)
         if len(infos) != 1:
             raise KafkaError(ErrorCode.INVALID_RECORD,
@@ -372,14 +373,25 @@ class PartitionLog:
                 or self.log_end_offset + last_offset_delta - segment.base_offset > INT32_MAX):
             self.roll(now_ms)
 
+    def _check_writable(self) -> None:
+        if self.active.failed:
+            # a new segment after a failed one would be deleted by recovery with the failed one's tail
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{self.topic}-{self.partition} failed a write; it takes no appends until restart")
+
     def roll(self, now_ms: int) -> LogSegment:
         """Close the active segment (fsynced, final time index entry) and start one at the log end."""
+        self._check_writable()
         old = self.active
         base = self.log_end_offset
         if old.size == 0 and old.base_offset == base:
             return old
         old.on_become_inactive()
-        old.flush()
+        try:
+            old.flush()
+        except OSError:
+            old.failed = True
+            raise
         old.release_index_files()
         segment = LogSegment.create(self.directory, base, index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
         self.segments.append(segment)
@@ -391,9 +403,17 @@ class PartitionLog:
         return segment
 
     def flush(self) -> None:
-        """fsync the active segment: every offset below the log end is then durable."""
+        """fsync the active segment: every offset below the log end is then durable.
+
+        A failed fsync cannot be retried safely (the kernel may have dropped the dirty pages): the
+        segment then refuses appends until a restart recovers the log.
+        """
         if self.log_end_offset > self.recovery_point or self._unflushed_messages:
-            self.active.flush()
+            try:
+                self.active.flush()
+            except OSError:
+                self.active.failed = True
+                raise
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
 
@@ -569,7 +589,8 @@ class PartitionLog:
         producer ids."""
         config = self.config
         segment = self.active
-        if segment.size and now_ms - segment.created_ms > config.segment_ms - self._roll_jitter_ms:
+        if (segment.size and not segment.failed
+                and now_ms - segment.created_ms > config.segment_ms - self._roll_jitter_ms):
             self.roll(now_ms)
         if self.log_end_offset > self.recovery_point and now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()

@@ -15,6 +15,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 
+from odradek.protocol.errors import KafkaError
 from odradek.storage import checkpoint
 from odradek.storage.log import PartitionLog, parse_partition_dir
 from odradek.storage.log_config import LogConfig
@@ -157,7 +158,7 @@ class LogManager:
         if partition_log is None:
             return
         log_dir = self._dir_of.pop(key)
-        renamed = os.path.join(log_dir, f"{topic}-{partition}.{checkpoint.new_unique_suffix()}{DELETE_DIR_SUFFIX}")
+        renamed = os.path.join(log_dir, delete_dir_name(topic, partition))
         os.rename(partition_log.directory, renamed)
         checkpoint.fsync_dir(log_dir)
         partition_log.directory = renamed
@@ -190,7 +191,10 @@ class LogManager:
         if retention:
             self._next_retention_check_ms = now_ms + self.retention_check_interval_ms
         for partition_log in list(self._logs.values()):
-            partition_log.maintain(now_ms, enforce_retention=retention)
+            try:
+                partition_log.maintain(now_ms, enforce_retention=retention)
+            except (OSError, KafkaError):
+                log.exception("maintenance of %s-%d failed", partition_log.topic, partition_log.partition)
         self._delete_due_dirs(now_ms)
         if self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self.checkpoint()
@@ -211,15 +215,28 @@ class LogManager:
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker of each dir."""
-        for partition_log in self._logs.values():
-            partition_log.close()
+        unclean: set[str] = set()
+        for key, partition_log in self._logs.items():
+            try:
+                partition_log.close()
+            except (OSError, KafkaError):
+                log.exception("closing %s-%d failed; its log dir will be recovered at the next start", *key)
+                partition_log.abandon()
+                unclean.add(self._dir_of[key])
         self._delete_due_dirs(None)
         self.checkpoint()
         for log_dir in self.log_dirs:
-            checkpoint.write_clean_shutdown_marker(log_dir)
+            if log_dir not in unclean:
+                checkpoint.write_clean_shutdown_marker(log_dir)
         for fd in self._locks:
             os.close(fd)
         self._locks = []
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a deleted partition dir: the topic is cut so the name fits in 255 bytes."""
+    suffix = f"-{partition}.{checkpoint.new_unique_suffix()}{DELETE_DIR_SUFFIX}"
+    return topic[: 255 - len(suffix)] + suffix
 
 
 def _lock(log_dir: str) -> int:

@@ -71,6 +71,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.deleted = False
         self.failed = False  # a partial write could not be undone: appends are refused until restart
+        self.index_failed = False
 
     # ---- opening
 
@@ -181,21 +182,35 @@ class LogSegment:
             raise
         self.size = start + len(buf)
         for position, size, last_offset, max_timestamp in batches:
+            self.next_offset = last_offset + 1
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = max_timestamp
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
             if self.bytes_since_last_index_entry > index_interval_bytes:
-                self.offset_index.append(last_offset, start + position)
-                if self.max_timestamp != NO_TIMESTAMP:
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self.bytes_since_last_index_entry = 0
+                self._index(last_offset, start + position)
             self.bytes_since_last_index_entry += size
-            self.next_offset = last_offset + 1
+
+    def _index(self, offset: int, position: int) -> None:
+        """Index entries are hints: a failure to write one must not fail an append already written.
+
+        After a failed index write the segment's indexes take no more entries (reads then scan more
+        headers); a torn entry on disk is caught by the sanity check at the next open and rebuilt.
+        """
+        if self.index_failed:
+            return
+        try:
+            self.offset_index.append(offset, position)
+            if self.max_timestamp != NO_TIMESTAMP:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        except OSError:
+            log.exception("%s: cannot write an index entry; indexing of this segment stops", self.log_path)
+            self.index_failed = True
 
     def on_become_inactive(self) -> None:
         """The segment is rolled or closed: make the time index's last entry its largest timestamp."""
-        if self.max_timestamp != NO_TIMESTAMP:
+        if self.max_timestamp != NO_TIMESTAMP and not self.index_failed:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     # ---- reading
