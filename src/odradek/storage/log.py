@@ -132,7 +132,7 @@ class PartitionLog:
     def _load(self, now_ms: int, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         directory = self.directory
         self._remove_orphans()
-        self._complete_swaps(now_ms)
+        self._complete_swaps()
         bases = sorted(int(name[:20]) for name in os.listdir(directory)
                        if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit())
         index_bytes = self.config.segment_index_bytes
@@ -199,7 +199,7 @@ class PartitionLog:
             elif name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
                 os.unlink(path)  # indexes are rebuilt from the swapped-in log
 
-    def _complete_swaps(self, now_ms: int) -> None:
+    def _complete_swaps(self) -> None:
         """A `.log.swap` is a complete replacement (cleaner output) for the segments it overlaps: install it."""
         for name in sorted(os.listdir(self.directory)):
             if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
