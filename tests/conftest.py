@@ -1,6 +1,5 @@
 """Shared fixtures: real Odradek node processes on free 127.0.0.1 ports with throwaway data directories."""
 
-import os
 import signal
 import socket
 import subprocess

@@ -50,6 +50,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.retention.minutes", "int", None, "Retention in minutes; defaults to log.retention.hours."),
     ConfigDef("log.retention.hours", "int", 168, "Retention in hours."),
     ConfigDef("log.retention.bytes", "long", -1, "Size of a partition past which old segments are deleted; -1: no limit.", "retention.bytes", False),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention is applied."),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idempotent producer state is dropped after this long without writes."),
     ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", "file.delete.delay.ms", False),
     ConfigDef("log.cleanup.policy", "list", "delete", "delete, compact, or both.", "cleanup.policy", False),
     ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept on compacted topics.", "delete.retention.ms", False),

@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
-    OFFSET_BEGINNING,
     Producer,
     TopicPartition,
 )

@@ -33,7 +33,11 @@ from odradek.broker.handlers.log_dirs import handle_describe_log_dirs
 from odradek.broker.handlers.metadata import handle_describe_topic_partitions, handle_metadata
 from odradek.broker.handlers.produce import handle_produce
 from odradek.broker.handlers.producer_ids import handle_init_producer_id
-from odradek.broker.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from odradek.broker.handlers.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
@@ -124,7 +128,8 @@ class Node:
             log.warning("Ignoring unknown setting %s", name)
         self.node_id = config.node_id
         self.cluster_id = format_storage(config)
-        self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()))
+        self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()),
+                                      retention_check_interval_ms=config["log.retention.check.interval.ms"])
         self.replicas = ReplicaManager(self.log_manager)
         self.fetch_sessions = FetchSessionCache()
         self.controller = Controller(config, os.path.join(config.log_dirs[0], METADATA_DIR), self.cluster_id,
@@ -195,6 +200,7 @@ class Node:
         log_ = self.log_manager.get(topic.name, index)
         if log_ is None:
             log_ = self.log_manager.create(topic.name, index, self.controller.log_config(topic), topic.topic_id)
+        log_.producer_id_expiration_ms = self.config["producer.id.expiration.ms"]
         self.replicas.host(topic.name, index, log_, partition.leader_epoch)
 
     # metadata changes
