@@ -240,3 +240,14 @@ def test_restart_keeps_topics_configs_and_records(node):
             records = fetch(client, "durable", 0, partitions=(partition,))["responses"][0]["partitions"][0]["records"]
             assert values_of(records) == [b"%d" % i for i in range(partition, 100, 2)]
         assert produce(client, "durable", [b"after restart"])["base_offset"] == 50
+
+
+def test_acks_all_needs_min_insync_replicas(shared_node):
+    topic = f"min-isr-{uuid.uuid4().hex[:6]}"
+    with RawClient(shared_node.bootstrap) as client:
+        create(client, topic, configs={"min.insync.replicas": "2"})
+        assert produce(client, topic, [b"x"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS  # acks=-1, ISR of 1
+        records = build_batch([(None, b"y", [])])
+        response = client.request(0, 11, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+        assert response["responses"][0]["partition_responses"][0]["base_offset"] == 0

@@ -6,6 +6,7 @@ import pytest
 
 from odradek.storage import checkpoint
 from odradek.storage.checkpoint import CheckpointError, OffsetCheckpointFile
+from odradek.uuid_text import uuid_from_text, uuid_to_text
 
 
 def test_offset_checkpoint_round_trip_in_kafka_format(tmp_path):
@@ -72,8 +73,8 @@ def test_partition_metadata(tmp_path):
 
 def test_topic_id_text_matches_kafka_uuid_to_string():
     topic_id = bytes.fromhex("fbfbfbfbfbfbfbfbfbfbfbfbfbfbfbfb")
-    assert checkpoint.topic_id_to_text(topic_id) == "-_v7-_v7-_v7-_v7-_v7-w"
-    assert checkpoint.topic_id_from_text("-_v7-_v7-_v7-_v7-_v7-w") == topic_id
+    assert uuid_to_text(topic_id) == "-_v7-_v7-_v7-_v7-_v7-w"
+    assert uuid_from_text("-_v7-_v7-_v7-_v7-_v7-w") == topic_id
 
 
 def test_clean_shutdown_marker(tmp_path):

@@ -7,7 +7,6 @@ broker (partition logs, request handlers). Metadata changes reach the broker sid
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import logging
 import os
@@ -41,12 +40,13 @@ from odradek.broker.handlers.topics import (
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
-from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage, topic_id_bytes
+from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage
 from odradek.network.server import KafkaServer
 from odradek.protocol.errors import KafkaError
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
+from odradek.uuid_text import uuid_from_text, uuid_to_text
 
 log = logging.getLogger("odradek")
 
@@ -79,7 +79,7 @@ ADVERTISED_MIN = {0: 0}
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return uuid_to_text(uuid.uuid4().bytes)
 
 
 def read_meta_properties(directory: str) -> dict[str, str] | None:
@@ -201,7 +201,7 @@ class Node:
         if log_ is None:
             log_ = self.log_manager.create(topic.name, index, self.controller.log_config(topic), topic.topic_id)
         log_.producer_id_expiration_ms = self.config["producer.id.expiration.ms"]
-        self.replicas.host(topic.name, index, log_, partition.leader_epoch)
+        self.replicas.host(topic.name, index, log_, partition.leader_epoch, partition.isr)
 
     # metadata changes
 
@@ -212,7 +212,7 @@ class Node:
         for record in records:
             kind = record["type"]
             if kind == "PartitionRecord":
-                self._host(image.topics_by_id[topic_id_bytes(record["topic_id"])], record["partition"])
+                self._host(image.topics_by_id[uuid_from_text(record["topic_id"])], record["partition"])
             elif kind == "RemoveTopicRecord":
                 for existing in [lg for lg in self.log_manager.logs() if lg.topic == record["name"]]:
                     self.replicas.unhost(existing.topic, existing.partition)

@@ -35,6 +35,7 @@ class Partition:
     index: int
     log: PartitionLog
     leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
 
     def check_leader_epoch(self, requested: int) -> None:
         if requested < 0 or requested == self.leader_epoch:
@@ -74,10 +75,10 @@ class ReplicaManager:
 
     # hosting
 
-    def host(self, topic: str, index: int, log: PartitionLog, leader_epoch: int) -> None:
+    def host(self, topic: str, index: int, log: PartitionLog, leader_epoch: int, isr: list[int]) -> None:
         # This node is the only replica: everything its log holds, recovered after a crash too, is committed.
         log.high_watermark = log.log_end_offset
-        self.partitions[(topic, index)] = Partition(topic, index, log, leader_epoch)
+        self.partitions[(topic, index)] = Partition(topic, index, log, leader_epoch, tuple(isr))
 
     def unhost(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
@@ -96,6 +97,10 @@ class ReplicaManager:
             partition = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "the produce request carries no record batch")
+            if required_acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
+                raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
+                                 f"{partition.log.config.min_insync_replicas}")
             info = partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch)
         except KafkaError as exc:
             return ProduceResult(exc.code, message=exc.message)

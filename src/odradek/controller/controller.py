@@ -15,11 +15,11 @@ from odradek.controller.metadata_image import (
     TOPIC_RESOURCE,
     MetadataImage,
     TopicImage,
-    topic_id_text,
 )
 from odradek.controller.metadata_log import MetadataLog
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from odradek.uuid_text import uuid_to_text
 
 # Like Kafka's controller (max.records.per.user.op), one operation may not create more than this many partitions.
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -102,7 +102,7 @@ class Controller:
         if validate_only:
             return None
         topic_id = uuid.uuid4().bytes
-        records = [{"type": "TopicRecord", "name": name, "topic_id": topic_id_text(topic_id)}]
+        records = [{"type": "TopicRecord", "name": name, "topic_id": uuid_to_text(topic_id)}]
         records += [{"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": name,
                      "name": key, "value": value} for key, value in configs.items()]
         records += [self._partition_record(topic_id, index, replicas) for index, replicas in replicas_by_partition.items()]
@@ -110,7 +110,7 @@ class Controller:
         return self.image.topics[name]
 
     def _partition_record(self, topic_id: bytes, index: int, replicas: list[int]) -> dict:
-        return {"type": "PartitionRecord", "topic_id": topic_id_text(topic_id), "partition": index,
+        return {"type": "PartitionRecord", "topic_id": uuid_to_text(topic_id), "partition": index,
                 "replicas": replicas, "isr": list(replicas), "leader": replicas[0], "leader_epoch": 0,
                 "partition_epoch": 0}
 
@@ -156,7 +156,7 @@ class Controller:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        self._commit([{"type": "RemoveTopicRecord", "topic_id": topic_id_text(topic.topic_id), "name": name}])
+        self._commit([{"type": "RemoveTopicRecord", "topic_id": uuid_to_text(topic.topic_id), "name": name}])
 
     def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool = False) -> None:

@@ -6,8 +6,9 @@ ConfigRecord, RemoveTopicRecord) so the same image later replays a replicated qu
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
+
+from odradek.uuid_text import uuid_from_text
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -31,14 +32,6 @@ class TopicImage:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def topic_id_text(topic_id: bytes) -> str:
-    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
-
-
-def topic_id_bytes(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 class MetadataImage:
     def __init__(self):
         self.topics: dict[str, TopicImage] = {}
@@ -50,16 +43,16 @@ class MetadataImage:
     def apply(self, record: dict) -> None:
         kind = record["type"]
         if kind == "TopicRecord":
-            topic = TopicImage(record["name"], topic_id_bytes(record["topic_id"]))
+            topic = TopicImage(record["name"], uuid_from_text(record["topic_id"]))
             self.topics[topic.name] = topic
             self.topics_by_id[topic.topic_id] = topic
         elif kind == "PartitionRecord":
-            topic = self.topics_by_id[topic_id_bytes(record["topic_id"])]
+            topic = self.topics_by_id[uuid_from_text(record["topic_id"])]
             topic.partitions[record["partition"]] = PartitionImage(
                 record["partition"], list(record["replicas"]), list(record["isr"]), record["leader"],
                 record.get("leader_epoch", 0), record.get("partition_epoch", 0))
         elif kind == "PartitionChangeRecord":
-            partition = self.topics_by_id[topic_id_bytes(record["topic_id"])].partitions[record["partition"]]
+            partition = self.topics_by_id[uuid_from_text(record["topic_id"])].partitions[record["partition"]]
             for key in ("replicas", "isr", "leader", "leader_epoch"):
                 if key in record:
                     setattr(partition, key, record[key])
@@ -72,7 +65,7 @@ class MetadataImage:
                 else:
                     target[record["name"]] = record["value"]
         elif kind == "RemoveTopicRecord":
-            topic = self.topics_by_id.pop(topic_id_bytes(record["topic_id"]))
+            topic = self.topics_by_id.pop(uuid_from_text(record["topic_id"]))
             del self.topics[topic.name]
         elif kind == "ProducerIdsRecord":
             self.next_producer_id = record["next_producer_id"]

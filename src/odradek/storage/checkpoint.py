@@ -7,10 +7,11 @@ A leftover `.tmp` is ignored by readers and overwritten by the next write.
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import uuid
+
+from odradek.uuid_text import uuid_from_text, uuid_to_text
 
 log = logging.getLogger(__name__)
 
@@ -113,20 +114,8 @@ def remove_clean_shutdown_marker(log_dir: str) -> None:
     fsync_dir(log_dir)
 
 
-def topic_id_to_text(topic_id: bytes) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
-
-
-def topic_id_from_text(text: str) -> bytes:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if len(raw) != 16:
-        raise CheckpointError(f"topic id {text!r} is not 16 bytes")
-    return raw
-
-
 def write_partition_metadata(partition_dir: str, topic_id: bytes) -> None:
-    text = f"version: 0\ntopic_id: {topic_id_to_text(topic_id)}\n"
+    text = f"version: 0\ntopic_id: {uuid_to_text(topic_id)}\n"
     write_atomic(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode())
 
 
@@ -137,7 +126,7 @@ def read_partition_metadata(partition_dir: str) -> bytes | None:
             fields = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
         if fields.get("version") != "0":
             return None
-        return topic_id_from_text(fields["topic_id"].strip())
+        return uuid_from_text(fields["topic_id"].strip())
     except (OSError, KeyError, ValueError, CheckpointError):
         return None
 

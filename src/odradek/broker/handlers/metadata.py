@@ -1,7 +1,7 @@
 """Metadata and DescribeTopicPartitions: brokers, topics, partitions and leaders from the metadata image."""
 
 from odradek.config import validate_topic_name
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
 ZERO_UUID = bytes(16)
@@ -94,9 +94,3 @@ def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
             break
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
-
-def require_topic(broker, name: str):
-    topic = broker.controller.image.topics.get(name)
-    if topic is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return topic
