@@ -19,10 +19,12 @@ def free_port() -> int:
 class NodeProcess:
     """One `odradek server` subprocess; restartable on the same port and data directory."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, str] | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.data_dir = data_dir
         self.port = port or free_port()
         self.settings = dict(settings or {})
+        self.extra_args = extra_args
         self.proc: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"node-{self.port}.log"
 
@@ -36,7 +38,7 @@ class NodeProcess:
             "log.dirs": str(self.data_dir),
             **self.settings,
         }
-        args = [sys.executable, "-m", "odradek", "server"]
+        args = [sys.executable, "-m", "odradek", "server", *self.extra_args]
         for key, value in settings.items():
             args += ["--set", f"{key}={value}"]
         log = open(self.log_path, "ab")

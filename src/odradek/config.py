@@ -118,7 +118,7 @@ def _convert(definition: ConfigDef, value: str) -> object:
         if kind == "double":
             return float(value)
     except ValueError:
-        raise ConfigError(f"{definition.name}: expected a {kind}, got {value!r}") from None
+        raise ConfigError(f"{definition.name}: expected a value of type {kind}, got {value!r}") from None
     return value
 
 

@@ -45,3 +45,18 @@ def test_kafka_python_admin_produce_consume(shared_node):
     consumer.close()
     admin.delete_topics([topic])
     admin.close()
+
+
+def test_kafka_python_legacy_alter_configs(shared_node):
+    topic = f"kafka-python-alter-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=shared_node.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
+                                  topic_configs={"retention.ms": "1000000", "segment.ms": "2000000"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "3000000"})],
+                        incremental=False)
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+    assert described["retention.ms"]["value"] == "3000000"
+    # AlterConfigs replaces every override; kafka-python re-sends the ones it did not change, so they stay.
+    assert described["segment.ms"]["value"] == "2000000"
+    assert described["segment.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    admin.close()

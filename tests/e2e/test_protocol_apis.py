@@ -251,3 +251,28 @@ def test_acks_all_needs_min_insync_replicas(shared_node):
         response = client.request(0, 11, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
             {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
         assert response["responses"][0]["partition_responses"][0]["base_offset"] == 0
+
+
+def test_legacy_alter_configs_replaces_all_overrides(shared_node):
+    topic = f"alter-{uuid.uuid4().hex[:6]}"
+    with RawClient(shared_node.bootstrap) as client:
+        create(client, topic, configs={"retention.ms": "1000000", "segment.ms": "2000000"})
+        response = client.request(33, 2, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+            {"name": "retention.ms", "value": "3000000"}]}], "validate_only": False})
+        assert response["responses"][0]["error_code"] == ErrorCode.NONE
+        described = client.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                                          "configuration_keys": ["retention.ms", "segment.ms"]}],
+                                           "include_synonyms": True, "include_documentation": False})
+        configs = {c["name"]: c for c in described["results"][0]["configs"]}
+        assert (configs["retention.ms"]["value"], configs["retention.ms"]["config_source"]) == ("3000000", 1)
+        assert (configs["segment.ms"]["value"], configs["segment.ms"]["config_source"]) == ("604800000", 5)
+        assert [s["name"] for s in configs["retention.ms"]["synonyms"]] == ["retention.ms", "log.retention.ms"]
+
+
+def test_metadata_without_auto_create_reports_unknown_topics(node_factory):
+    node = node_factory({"auto.create.topics.enable": "false"})
+    with RawClient(node.bootstrap) as client:
+        metadata = client.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": "absent"}],
+                                          "allow_auto_topic_creation": True,
+                                          "include_topic_authorized_operations": False})
+        assert metadata["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
