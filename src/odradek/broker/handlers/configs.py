@@ -143,26 +143,24 @@ def _check_unique(resources: list[dict]) -> set[tuple[int, str]]:
 
 def handle_alter_configs(broker, ctx, request: dict) -> dict:
     """The legacy, whole-resource AlterConfigs: overrides not named in the request are removed."""
-    duplicates = _check_unique(request["resources"])
-    responses = []
-    for resource in request["resources"]:
-        error = None
-        try:
-            if (resource["resource_type"], resource["resource_name"]) in duplicates:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
-            changes = {c["name"]: c["value"] for c in resource["configs"]}
-            current = _current_overrides(broker, resource["resource_type"], resource["resource_name"])
-            for name in current:
-                changes.setdefault(name, None)
-            broker.controller.alter_configs(resource["resource_type"], resource["resource_name"], changes,
-                                            request.get("validate_only", False))
-        except KafkaError as exc:
-            error = exc
-        responses.append(_response(resource, error))
-    return {"throttle_time_ms": 0, "responses": responses}
+
+    def changes(resource: dict, current: dict[str, str]) -> dict[str, str | None]:
+        return {**dict.fromkeys(current), **{c["name"]: c["value"] for c in resource["configs"]}}
+
+    return _alter(broker, request, changes)
 
 
 def handle_incremental_alter_configs(broker, ctx, request: dict) -> dict:
+    def changes(resource: dict, current: dict[str, str]) -> dict[str, str | None]:
+        names = [c["name"] for c in resource["configs"]]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        return {c["name"]: _apply_operation(broker, resource["resource_type"], c, current) for c in resource["configs"]}
+
+    return _alter(broker, request, changes)
+
+
+def _alter(broker, request: dict, changes_of) -> dict:
     duplicates = _check_unique(request["resources"])
     responses = []
     for resource in request["resources"]:
@@ -170,15 +168,9 @@ def handle_incremental_alter_configs(broker, ctx, request: dict) -> dict:
         try:
             if (resource["resource_type"], resource["resource_name"]) in duplicates:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
-            names = [c["name"] for c in resource["configs"]]
-            if len(set(names)) != len(names):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             current = _current_overrides(broker, resource["resource_type"], resource["resource_name"])
-            changes = {}
-            for config in resource["configs"]:
-                changes[config["name"]] = _apply_operation(broker, resource["resource_type"], config, current)
-            broker.controller.alter_configs(resource["resource_type"], resource["resource_name"], changes,
-                                            request.get("validate_only", False))
+            broker.controller.alter_configs(resource["resource_type"], resource["resource_name"],
+                                            changes_of(resource, current), request.get("validate_only", False))
         except KafkaError as exc:
             error = exc
         responses.append(_response(resource, error))
