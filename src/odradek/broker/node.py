@@ -17,6 +17,7 @@ import uuid
 
 from odradek.broker.dispatcher import Dispatcher, Route
 from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.group_service import GroupService
 from odradek.broker.handlers.api_versions import handle_api_versions
 from odradek.broker.handlers.cluster import handle_describe_cluster
 from odradek.broker.handlers.configs import (
@@ -26,6 +27,19 @@ from odradek.broker.handlers.configs import (
 )
 from odradek.broker.handlers.delete_records import handle_delete_records
 from odradek.broker.handlers.fetch import handle_fetch
+from odradek.broker.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from odradek.broker.handlers.leader_epoch import handle_offset_for_leader_epoch
 from odradek.broker.handlers.list_offsets import handle_list_offsets
 from odradek.broker.handlers.log_dirs import handle_describe_log_dirs
@@ -60,6 +74,15 @@ ROUTES = (
     (1, 4, 17, handle_fetch),
     (2, 1, 10, handle_list_offsets),
     (3, 0, 13, handle_metadata),
+    (8, 2, 9, handle_offset_commit),
+    (9, 1, 9, handle_offset_fetch),
+    (10, 0, 6, handle_find_coordinator),
+    (11, 2, 9, handle_join_group),
+    (12, 0, 4, handle_heartbeat),
+    (13, 0, 5, handle_leave_group),
+    (14, 0, 5, handle_sync_group),
+    (15, 0, 6, handle_describe_groups),
+    (16, 0, 5, handle_list_groups),
     (18, 0, 4, handle_api_versions),
     (19, 2, 7, handle_create_topics),
     (20, 1, 6, handle_delete_topics),
@@ -70,7 +93,9 @@ ROUTES = (
     (33, 0, 2, handle_alter_configs),
     (35, 1, 4, handle_describe_log_dirs),
     (37, 0, 3, handle_create_partitions),
+    (42, 0, 2, handle_delete_groups),
     (44, 0, 1, handle_incremental_alter_configs),
+    (47, 0, 0, handle_offset_delete),
     (60, 0, 2, handle_describe_cluster),
     (75, 0, 0, handle_describe_topic_partitions),
 )
@@ -132,6 +157,7 @@ class Node:
                                       retention_check_interval_ms=config["log.retention.check.interval.ms"])
         self.replicas = ReplicaManager(self.log_manager)
         self.fetch_sessions = FetchSessionCache()
+        self.groups: GroupService | None = None
         self.controller = Controller(config, os.path.join(config.log_dirs[0], METADATA_DIR), self.cluster_id,
                                      self._on_records)
         self.dispatcher = Dispatcher([
@@ -150,6 +176,8 @@ class Node:
         self.log_manager.load(self._log_config_of, now_ms())
         self._reconcile_logs()
         self._started = True
+        self.groups = GroupService(self)
+        self.groups.start()
         for listener in self.config.listeners:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
@@ -165,6 +193,7 @@ class Node:
         self._maintenance.cancel()
         for server in self.servers:
             await server.close()
+        self.groups.stop()
         self.log_manager.close()
         self.controller.close()
         log.info("Odradek node %d stopped cleanly", self.node_id)

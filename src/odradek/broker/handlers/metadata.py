@@ -24,7 +24,7 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
                                                                        entry.get("topic_id", ZERO_UUID)))
                 continue
             topic = image.topics.get(name)
-            if topic is None and allow_auto_create and validate_topic_name(name) is None:
+            if topic is None and allow_auto_create and name not in INTERNAL_TOPICS and validate_topic_name(name) is None:
                 topic = broker.auto_create_topic(name)
             if topic is not None:
                 topics.append(_describe(topic))

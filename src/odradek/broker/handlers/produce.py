@@ -1,5 +1,6 @@
 """Produce: append each partition's record batches to its log and acknowledge per `acks`."""
 
+from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
 
 VALID_ACKS = (0, 1, -1)
@@ -14,6 +15,10 @@ def handle_produce(broker, ctx, request: dict) -> dict | None:
         for data in topic["partition_data"]:
             if acks not in VALID_ACKS:
                 partition_responses.append(_error(data["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if name in INTERNAL_TOPICS:
+                partition_responses.append(_error(data["index"], ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                  f"Cannot append to internal topic {name}"))
                 continue
             if request.get("transactional_id") is not None:
                 partition_responses.append(_error(data["index"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

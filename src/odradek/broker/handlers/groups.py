@@ -1,0 +1,89 @@
+"""FindCoordinator and the classic consumer group APIs, answered by the group coordinator."""
+
+from odradek.broker.replica_manager import now_ms
+from odradek.protocol.errors import ErrorCode
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def handle_find_coordinator(broker, ctx, request: dict) -> dict:
+    endpoint = broker.broker_endpoints(ctx.connection.listener, key="node_id")[0]
+    key_type = request.get("key_type", GROUP_KEY_TYPE)
+
+    def locate(key: str) -> dict:
+        found = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
+                 "error_message": None}
+        if key_type == TRANSACTION_KEY_TYPE:
+            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported yet")
+        elif key_type != GROUP_KEY_TYPE:
+            found.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}")
+        elif not broker.groups.ensure_offsets_topic():
+            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the offsets topic is unavailable")
+        else:
+            found.update(node_id=endpoint["node_id"], host=endpoint["host"], port=endpoint["port"])
+        return found
+
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [locate(key) for key in request["coordinator_keys"]]}
+    return {"throttle_time_ms": 0, **locate(request["key"])}
+
+
+def handle_join_group(broker, ctx, request: dict):
+    host = "/" + ctx.connection.peer.rsplit(":", 1)[0]
+    return broker.groups.park(lambda token: broker.groups.core.join_group(
+        now_ms(), ctx.api_version, request, token, client_id=ctx.client_id or "", client_host=host))
+
+
+def handle_sync_group(broker, ctx, request: dict):
+    return broker.groups.park(lambda token: broker.groups.core.sync_group(now_ms(), ctx.api_version, request, token))
+
+
+def handle_heartbeat(broker, ctx, request: dict) -> dict:
+    response = broker.groups.core.heartbeat(now_ms(), ctx.api_version, request)
+    broker.groups.apply([])  # the session deadline moved
+    return response
+
+
+def handle_leave_group(broker, ctx, request: dict) -> dict:
+    response, actions = broker.groups.core.leave_group(now_ms(), ctx.api_version, request)
+    broker.groups.apply(actions)
+    return response
+
+
+def handle_offset_commit(broker, ctx, request: dict) -> dict:
+    response, appends = broker.groups.core.offset_commit(now_ms(), ctx.api_version, request)
+    if not broker.groups.append_or_fail(appends):
+        for topic in response["topics"]:
+            for partition in topic["partitions"]:
+                if partition["error_code"] == ErrorCode.NONE:
+                    partition["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return response
+
+
+def handle_offset_fetch(broker, ctx, request: dict) -> dict:
+    return broker.groups.core.offset_fetch(now_ms(), ctx.api_version, request)
+
+
+def handle_list_groups(broker, ctx, request: dict) -> dict:
+    return broker.groups.core.list_groups(now_ms(), ctx.api_version, request)
+
+
+def handle_describe_groups(broker, ctx, request: dict) -> dict:
+    return broker.groups.core.describe_groups(now_ms(), ctx.api_version, request)
+
+
+def handle_delete_groups(broker, ctx, request: dict) -> dict:
+    response, appends = broker.groups.core.delete_groups(now_ms(), ctx.api_version, request)
+    if not broker.groups.append_or_fail(appends):
+        for result in response["results"]:
+            if result["error_code"] == ErrorCode.NONE:
+                result["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return response
+
+
+def handle_offset_delete(broker, ctx, request: dict) -> dict:
+    response, appends = broker.groups.core.offset_delete(now_ms(), ctx.api_version, request)
+    if not broker.groups.append_or_fail(appends) and response["error_code"] == ErrorCode.NONE:
+        response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return response
