@@ -550,9 +550,9 @@ def test_cluster_info(shared_node):
     assert f"Cluster ID: {info['cluster_id']}" in text and str(shared_node.port) in text
 
 
-@pytest.mark.xfail(reason="consumer groups arrive in a later issue", strict=False)
 def test_consume_with_group_subscribes(shared_node, keyed_topic):
+    # A new group's first rebalance waits group.initial.rebalance.delay.ms (3 s by default) for more members.
     proc = run_cli("consume", keyed_topic, "--group", "cli-group", "--from-beginning", "--max-messages", "3",
-                   "--timeout-ms", "3000", "--bootstrap-server", shared_node.bootstrap, timeout=30)
+                   "--timeout-ms", "15000", "--bootstrap-server", shared_node.bootstrap, timeout=30)
     assert proc.returncode == 0, proc.stderr_text
     assert proc.stdout_text.splitlines() == ["v1", "hello world", "ünïcode:with colon"]
