@@ -74,6 +74,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a consumer may ask for."),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a consumer may ask for."),
     ConfigDef("group.max.size", "int", 2147483647, "Most members a consumer group may have."),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of members of KIP-848 consumer groups."),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval given to members of KIP-848 consumer groups."),
+    ConfigDef("group.consumer.assignors", "list", "uniform,range", "Server-side assignors of KIP-848 groups; the first is the default."),
     ConfigDef("min.insync.replicas", "int", 1, "In-sync replicas needed for an acks=all write.", "min.insync.replicas", False),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become leader.", "unclean.leader.election.enable", False),
 )

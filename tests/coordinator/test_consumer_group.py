@@ -43,6 +43,7 @@ class Client:
         self.full = True
         self.last_reported: set | None = None
         self.in_group = False  # joined and not told it left or was fenced
+        self.dead = False
         self.epochs_seen: list[int] = []
 
     def request(self) -> dict:
@@ -70,6 +71,10 @@ class Client:
             self.owned.clear()  # abandon everything and rejoin
             self.epoch, self.full, self.in_group = 0, True, False
             self.epochs_seen.clear()
+            return
+        if code in (ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_INSTANCE_ID):
+            self.owned.clear()  # fatal for a static member: the consumer closes
+            self.in_group, self.dead = False, True
             return
         assert code == 0, response
         if request["member_epoch"] < 0:
@@ -256,7 +261,7 @@ def test_member_that_never_revokes_is_fenced_after_its_rebalance_timeout():
     h.beat(a)
     h.beat(b)
     stuck = a.request()
-    response, records = h.group.heartbeat(h.now, stuck, h.topics)  # told to revoke ...
+    h.group.heartbeat(h.now, stuck, h.topics)  # told to revoke ...
     assert h.group.members["a"].state == MemberState.UNREVOKED_PARTITIONS
     assert h.group.next_deadline() == h.now + REBALANCE
     h.now += REBALANCE - 1
@@ -474,7 +479,8 @@ def test_static_member_that_does_not_come_back_is_removed_after_the_session_time
 
 def test_describe():
     h = Harness(TOPICS)
-    a, b = h.add("a"), h.add("b", instance_id="host-b")
+    a = h.add("a")
+    h.add("b", instance_id="host-b")
     h.rounds(n=4)
     described = h.group.describe(h.now, True, NAMES)
     assert {k: described[k] for k in ("error_code", "group_id", "group_state", "group_epoch", "assignment_epoch",
@@ -629,15 +635,28 @@ def simulate(seed: int, steps: int = 400) -> None:
         elif live:
             h.now += 100
             h.tick()
+        for client in [c for c in live if c.dead]:
+            live.remove(client)
+            h.clients.remove(client)
 
     # Calm: everyone heartbeats on time until the group is stable and every partition has its owner.
     h.now += SESSION + 1
     h.tick()
+    def settled() -> bool:
+        for client in [c for c in live if c.dead]:  # a static member that lost its instance id to another
+            live.remove(client)
+            h.clients.remove(client)
+        members = h.group.members
+        return h.group.state == ("Stable" if live else "Empty") and all(
+            c.in_group and c.member_id in members
+            and c.owned == {(t, p) for t, ps in members[c.member_id].assigned.items() for p in ps} for c in live)
+
     for _ in range(40):
         h.rounds(live, n=1, step_ms=1000)
-        if h.group.state == "Stable":
+        if settled():
             break
-    assert h.group.state == "Stable", h.group.describe(h.now, False, {})
+    assert settled(), h.group.describe(h.now, False, {})
+    assert h.group.state == ("Stable" if live else "Empty")
     expected = {(topic_id, p) for name, (topic_id, count) in h.topics.items() for p in range(count)
                 if any(name in c.topics for c in live)}
     owned = [tp for c in live for tp in c.owned]

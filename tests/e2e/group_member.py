@@ -13,9 +13,11 @@ from confluent_kafka import Consumer
 
 def main() -> None:
     bootstrap, group, topic, extra = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                         **extra})
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    if extra.get("group.protocol") != "consumer":  # KIP-848 members get their timeouts from the broker
+        config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    consumer = Consumer({**config, **extra})
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     consumer.subscribe([topic])

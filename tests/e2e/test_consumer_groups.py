@@ -12,8 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.e2e.raw_client import RawClient
 
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
@@ -209,6 +211,41 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(group_no
         members[0] = Member(group_node.bootstrap, group, topic, **{"group.instance.id": "instance-0"}, **config)
         wait_for_assignments(members, [2, 2], 4, timeout=60)
         assert [m.assignment for m in members] == before
+    finally:
+        for member in members:
+            if member.proc.poll() is None:
+                member.kill()
+
+
+def test_kip_848_consumer_protocol_assigns_on_the_broker(node_factory):
+    node = node_factory({**FAST_GROUPS, "group.consumer.session.timeout.ms": "6000",
+                         "group.consumer.heartbeat.interval.ms": "500"})
+    topic, group = "kip-848", "next-gen"
+    create_topic(node.bootstrap, topic, 6)
+    produce(node.bootstrap, topic, 300, 6)
+    config = {"group.protocol": "consumer"}
+    members = [Member(node.bootstrap, group, topic, **config) for _ in range(3)]
+    try:
+        wait_for_assignments(members, [2, 2, 2], 6, timeout=60)
+        deadline = time.monotonic() + 30
+        while sum(len(m.records) for m in members) < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            for member in members:
+                member.drain()
+        consumed = [r for m in members for r in m.records]
+        assert sorted(consumed) == sorted({(i % 6, i // 6) for i in range(300)})
+        members[0].close()
+        wait_for_assignments(members[1:], [3, 3], 6, timeout=30)
+        members[1].kill()
+        wait_for_assignments(members[2:], [6], 6, timeout=40)
+        with RawClient(node.bootstrap) as client:
+            described = client.request(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+        (entry,) = described["groups"]
+        assert entry["error_code"] == 0 and len(entry["members"]) == 1
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        listed = admin.list_consumer_groups().result(15)
+        assert [(g.group_id, g.type) for g in listed.valid if g.group_id == group] == [
+            (group, ConsumerGroupType.CONSUMER)]
     finally:
         for member in members:
             if member.proc.poll() is None:

@@ -37,6 +37,9 @@ class GroupService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_default_assignor=config["group.consumer.assignors"].split(",")[0].strip(),
         )
         self._wakeup = asyncio.Event()
         self._timers: asyncio.Task | None = None

@@ -28,6 +28,8 @@ from odradek.broker.handlers.configs import (
 from odradek.broker.handlers.delete_records import handle_delete_records
 from odradek.broker.handlers.fetch import handle_fetch
 from odradek.broker.handlers.groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -97,6 +99,8 @@ ROUTES = (
     (44, 0, 1, handle_incremental_alter_configs),
     (47, 0, 0, handle_offset_delete),
     (60, 0, 2, handle_describe_cluster),
+    (68, 0, 1, handle_consumer_group_heartbeat),
+    (69, 0, 1, handle_consumer_group_describe),
     (75, 0, 0, handle_describe_topic_partitions),
 )
 # librdkafka refuses to produce unless Produce v0-2 are listed (KAFKA-18659); they are still rejected if used.

@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_topics_parser(commands, client, output)
     add_produce_parser(commands, client)
     add_consume_parser(commands, client)
+    _module("groups").add_groups_parser(commands, client, output)
     add_cluster_parser(commands, client, output)
     return parser
 

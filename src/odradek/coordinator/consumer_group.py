@@ -41,7 +41,9 @@ ConsumerGroupMember, CurrentAssignmentBuilder, TargetAssignmentBuilder):
   one is still active the join is UNRELEASED_INSTANCE_ID; another member id heartbeating for the instance is
   FENCED_INSTANCE_ID. A join that changes the instance id of a known member id is INVALID_REQUEST.
 - Timeouts: a member not heard from within the session timeout is fenced; a member that has not revoked within
-  its rebalance timeout of entering UNREVOKED_PARTITIONS (at the same epoch) is fenced.
+  its rebalance timeout of entering UNREVOKED_PARTITIONS (at the same epoch) is fenced. `heartbeat` runs `tick`
+  first, so a deadline that has passed counts even if the shell's timer has not fired yet (its records come
+  first in the returned list).
 - Validation (GroupCoordinatorService): INVALID_REQUEST for an empty member id (v1+, or any epoch other than a
   v0 join), empty group/instance/rack id, a join without rebalance timeout, without an empty topic_partitions
   array or without names or regex, epoch -2 without instance id, epoch below -2; UNSUPPORTED_ASSIGNOR;
@@ -57,8 +59,14 @@ Additions to the agreed API (all keyword arguments with defaults, or new methods
 the v1 field `subscribed_topic_regex`, else 0); `ConsumerGroup(..., max_size=..., member_id_factory=...)`;
 `on_loaded(now_ms)`; `validate_offset_fetch(member_id, member_epoch)`; `validate_offset_commit(...,
 transactional=False)`; `tombstones()` (the records deleting the group, for DeleteGroups); `group_epoch`,
-`assignment_epoch`, `members` (read-only views for the coordinator and tests); module-level
-`record_group_id(key)` and `CONSUMER_GROUP_RECORD_TYPES` to route loaded records to their group.
+`assignment_epoch`, `members`, `target_assignment(member_id)`, `preferred_assignor()` (read-only views for the
+coordinator and tests); module-level `record_group_id(key)` and `CONSUMER_GROUP_RECORD_TYPES` to route loaded
+records to their group.
+
+Persistence: the records of one call are already applied when they are returned (as Kafka's coordinator applies
+them to its in-memory state before the write commits). Append them in order as one batch and answer the
+heartbeat only once the append succeeded; if it fails, drop this object and rebuild the group by replaying the
+log, since its state is ahead of what is durable.
 """
 
 from __future__ import annotations
@@ -654,8 +662,13 @@ class ConsumerGroup:
 
     def _subscribed_names(self, available) -> set[str]:
         names: set[str] = set()
+        patterns: set[str] = set()
         for member in self._members.values():
-            names |= self._member_topic_names(member, available)
+            names.update(name for name in member.subscribed_topic_names if name in available)
+            if member.subscribed_topic_regex:
+                patterns.add(member.subscribed_topic_regex)
+        for pattern in filter(None, map(_regex, sorted(patterns))):  # each distinct regex scans the topics once
+            names.update(name for name in available if pattern.fullmatch(name))
         return names
 
     def _compute_subscription_metadata(self, topics: dict[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState, Parked
+from odradek.coordinator.consumer_group import ConsumerGroup, record_group_id
 from odradek.protocol.errors import ErrorCode
 
 __all__ = ["Append", "GroupCoordinator", "OffsetAndMetadata", "Reply"]
@@ -162,7 +163,8 @@ class GroupCoordinator:
                  min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1800000,
                  max_group_size: int = 2**31 - 1, offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
                  offset_metadata_max_bytes: int = 4096, offsets_retention_check_interval_ms: int = 600000,
-                 new_uuid: Callable[[], str] | None = None):
+                 consumer_session_timeout_ms: int = 45000, consumer_heartbeat_interval_ms: int = 5000,
+                 consumer_default_assignor: str = "uniform", new_uuid: Callable[[], str] | None = None):
         self.num_partitions = num_partitions
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -172,7 +174,12 @@ class GroupCoordinator:
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
+        self.consumer_session_timeout_ms = consumer_session_timeout_ms
+        self.consumer_heartbeat_interval_ms = consumer_heartbeat_interval_ms
+        self.consumer_default_assignor = consumer_default_assignor
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups (group.protocol=consumer); they share the group id namespace and offsets with classic ones
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self._timers = _Timers()
         self._unloaded: set[int] = set()
@@ -730,17 +737,23 @@ class GroupCoordinator:
         generation = request.get("generation_id_or_member_epoch", -1)
         member_id = request.get("member_id", "")
         instance_id = request.get("group_instance_id")
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                error = E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = self._validate_consumer_group_commit(consumer_group, version, member_id, generation)
+            if error is not None:
                 return answer(lambda p: error), []
-            group = self.groups[group_id] = ClassicGroup(group_id, now_ms)  # a "simple" group: offsets only
-        error = self._validate_offset_commit(group, member_id, instance_id, generation)
-        if error is not None:
-            return answer(lambda p: error), []
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self._reschedule_heartbeat(group, group.members[member_id], now_ms)
+        else:
+            group = self.groups.get(group_id)
+            if group is None:
+                if generation >= 0:
+                    error = E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION
+                    return answer(lambda p: error), []
+                group = self.groups[group_id] = ClassicGroup(group_id, now_ms)  # a "simple" group: offsets only
+            error = self._validate_offset_commit(group, member_id, instance_id, generation)
+            if error is not None:
+                return answer(lambda p: error), []
+            if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+                self._reschedule_heartbeat(group, group.members[member_id], now_ms)
         retention = request.get("retention_time_ms", OFFSET_COMMIT_DEFAULT_RETENTION)
         expire = -1 if retention == OFFSET_COMMIT_DEFAULT_RETENTION else now_ms + retention
         records = []
@@ -768,6 +781,16 @@ class GroupCoordinator:
     def _offset_value(o: OffsetAndMetadata) -> rec.OffsetCommitValue:
         return rec.OffsetCommitValue(offset=o.offset, metadata=o.metadata, commit_timestamp=o.commit_timestamp,
                                      leader_epoch=o.leader_epoch, expire_timestamp=o.expire_timestamp)
+
+    @staticmethod
+    def _validate_consumer_group_commit(group: ConsumerGroup, version: int, member_id: str,
+                                        member_epoch: int) -> ErrorCode | None:
+        if member_epoch < 0 and not member_id:
+            return None if group.is_empty() else E.UNKNOWN_MEMBER_ID  # an admin or simple commit
+        if version < 9:
+            return E.UNSUPPORTED_VERSION  # members of KIP-848 groups commit with member epochs (v9+)
+        error = group.validate_offset_commit(member_id, member_epoch)
+        return None if error == E.NONE else error
 
     @staticmethod
     def _validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
@@ -821,7 +844,8 @@ class GroupCoordinator:
         if not self._owns(group_id):
             return {"group_id": group_id, "topics": [], "error_code": int(E.NOT_COORDINATOR)}
         group = self.groups.get(group_id)
-        offsets = self.offsets.get(group_id, {}) if group is not None and group.state != GroupState.DEAD else {}
+        live = group_id in self.consumer_groups or (group is not None and group.state != GroupState.DEAD)
+        offsets = self.offsets.get(group_id, {}) if live else {}
 
         def partition(index: int, o: OffsetAndMetadata | None) -> dict:
             if o is None:
@@ -889,6 +913,13 @@ class GroupCoordinator:
                 continue
             groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                            "group_state": group.state.value, "group_type": "classic"})
+        for group_id, consumer_group in self.consumer_groups.items():
+            if not self._owns(group_id):
+                continue
+            if (states and consumer_group.state.lower() not in states) or (types and "consumer" not in types):
+                continue
+            groups.append({"group_id": group_id, "protocol_type": "consumer", "group_state": consumer_group.state,
+                           "group_type": "consumer"})
         return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
 
     def describe_groups(self, now_ms: int, version: int, request: dict) -> dict:
@@ -926,8 +957,17 @@ class GroupCoordinator:
         for group_id in request["groups_names"]:
             error = E.NONE
             group = self.groups.get(group_id)
+            consumer_group = self.consumer_groups.get(group_id)
             if not self._owns(group_id):
                 error = E.NOT_COORDINATOR
+            elif consumer_group is not None:
+                if not consumer_group.is_empty():
+                    error = E.NON_EMPTY_GROUP
+                else:
+                    records = [rec.offset_commit_tombstone(group_id, topic, partition)
+                               for topic, parts in self.offsets.pop(group_id, {}).items() for partition in parts]
+                    self._append(out, group_id, records + consumer_group.tombstones())
+                    del self.consumer_groups[group_id]
             elif group is None or group.state == GroupState.DEAD:
                 error = E.GROUP_ID_NOT_FOUND
             elif group.state != GroupState.EMPTY:
@@ -1010,10 +1050,71 @@ class GroupCoordinator:
         out: list = []
         while (callback := self._timers.pop_due(now_ms)) is not None:
             callback(now_ms, out)
+        for group_id, consumer_group in list(self.consumer_groups.items()):
+            deadline = consumer_group.next_deadline()
+            if deadline is not None and deadline <= now_ms:
+                self._append(out, group_id, consumer_group.tick(now_ms))
         return out
 
     def next_deadline(self) -> int | None:
-        return self._timers.next_deadline()
+        deadlines = [d for d in (g.next_deadline() for g in self.consumer_groups.values()) if d is not None]
+        classic = self._timers.next_deadline()
+        if classic is not None:
+            deadlines.append(classic)
+        return min(deadlines, default=None)
+
+    # ------------------------------------------------------------------------------------------ KIP-848 groups
+
+    def consumer_group_heartbeat(self, now_ms: int, version: int, request: dict, topics: dict[str, tuple[bytes, int]],
+                                 *, client_id: str = "", client_host: str = "") -> tuple[dict, list[Append]]:
+        """ConsumerGroupHeartbeat; `topics` is the cluster's topics, name -> (topic id, partition count)."""
+        self._start(now_ms)
+        group_id = request.get("group_id") or ""
+
+        def refuse(error: ErrorCode, message: str | None = None) -> tuple[dict, list]:
+            return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message, "member_id": None,
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}, []
+
+        if group_id and not self._owns(group_id):
+            return refuse(E.NOT_COORDINATOR)
+        group = self.consumer_groups.get(group_id)
+        if group is None and group_id:
+            classic = self.groups.get(group_id)
+            if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+                return refuse(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if request.get("member_epoch") != 0:
+                return refuse(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            if classic is not None:  # an empty classic group (offsets only) becomes a consumer group
+                self.groups.pop(group_id, None)
+                self._timers.cancel_where(lambda key: len(key) > 1 and key[1] == group_id)
+            group = ConsumerGroup(group_id, session_timeout_ms=self.consumer_session_timeout_ms,
+                                  heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                                  default_assignor=self.consumer_default_assignor, max_size=self.max_group_size)
+            self.consumer_groups[group_id] = group
+        elif group is None:
+            group = ConsumerGroup("", session_timeout_ms=self.consumer_session_timeout_ms)  # validation answers
+        response, records = group.heartbeat(now_ms, request, topics, api_version=version, client_id=client_id,
+                                            client_host=client_host)
+        out: list = []
+        if group_id:
+            self._append(out, group_id, records)
+        return response, out
+
+    def consumer_group_describe(self, now_ms: int, version: int, request: dict,
+                                topic_names: dict[bytes, str]) -> dict:
+        described = []
+        for group_id in request["group_ids"]:
+            group = self.consumer_groups.get(group_id)
+            if not self._owns(group_id):
+                described.append(_missing_consumer_group(group_id, E.NOT_COORDINATOR))
+            elif group is None:
+                error = E.GROUP_ID_NOT_FOUND
+                message = f"Group {group_id} is not a consumer group." if group_id in self.groups else None
+                described.append(_missing_consumer_group(group_id, error, message))
+            else:
+                described.append(group.describe(now_ms, request.get("include_authorized_operations", False),
+                                                topic_names))
+        return {"throttle_time_ms": 0, "groups": described}
 
     # ------------------------------------------------------------------------------------------ load
 
@@ -1024,7 +1125,20 @@ class GroupCoordinator:
         if partition is not None:
             self._unloaded.discard(partition)
         touched: set[str] = set()
+        consumer_groups_touched: set[str] = set()
         for key, value in records:
+            routed = record_group_id(key)
+            if routed is not None:
+                gid = routed[1]
+                group = self.consumer_groups.get(gid)
+                if group is None:
+                    group = self.consumer_groups[gid] = ConsumerGroup(
+                        gid, session_timeout_ms=self.consumer_session_timeout_ms,
+                        heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                        default_assignor=self.consumer_default_assignor, max_size=self.max_group_size)
+                group.replay(key, value)
+                consumer_groups_touched.add(gid)
+                continue
             record = rec.decode_record(key, value)
             if record is None:
                 continue
@@ -1050,6 +1164,15 @@ class GroupCoordinator:
                 if old is not None:
                     self._drop_group(old)
                 self.groups[gid] = self._group_from_record(gid, record.value, now_ms)
+        for gid in consumer_groups_touched:
+            consumer_group = self.consumer_groups[gid]
+            if consumer_group.state == "Dead":
+                del self.consumer_groups[gid]
+                continue
+            consumer_group.on_loaded(now_ms)
+            shell = self.groups.get(gid)
+            if shell is not None and not shell.members:  # the offsets-only classic shell of a consumer group
+                self._drop_group(shell)
         for gid in touched:
             group = self.groups.get(gid)
             if group is None:
@@ -1088,3 +1211,9 @@ class GroupCoordinator:
             self._drop_group(group)
             self.offsets.pop(group_id, None)
         return out
+
+
+def _missing_consumer_group(group_id: str, error: ErrorCode, message: str | None = None) -> dict:
+    return {"error_code": int(error), "error_message": message, "group_id": group_id, "group_state": "Dead",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": -2147483648}

@@ -1,5 +1,6 @@
 """FindCoordinator and the classic consumer group APIs, answered by the group coordinator."""
 
+from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.broker.replica_manager import now_ms
 from odradek.protocol.errors import ErrorCode
 
@@ -87,3 +88,21 @@ def handle_offset_delete(broker, ctx, request: dict) -> dict:
     if not broker.groups.append_or_fail(appends) and response["error_code"] == ErrorCode.NONE:
         response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return response
+
+
+def handle_consumer_group_heartbeat(broker, ctx, request: dict) -> dict:
+    """KIP-848: the member reports its subscription and owned partitions; the coordinator assigns."""
+    image = broker.controller.image
+    topics = {name: (topic.topic_id, len(topic.partitions)) for name, topic in image.topics.items()
+              if name not in INTERNAL_TOPICS}
+    host = "/" + ctx.connection.peer.rsplit(":", 1)[0]
+    response, appends = broker.groups.core.consumer_group_heartbeat(
+        now_ms(), ctx.api_version, request, topics, client_id=ctx.client_id or "", client_host=host)
+    if not broker.groups.append_or_fail(appends):
+        return {**response, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": None}
+    return response
+
+
+def handle_consumer_group_describe(broker, ctx, request: dict) -> dict:
+    topic_names = {topic.topic_id: name for name, topic in broker.controller.image.topics.items()}
+    return broker.groups.core.consumer_group_describe(now_ms(), ctx.api_version, request, topic_names)
