@@ -262,5 +262,7 @@ def test_load_restores_an_empty_group_and_honours_tombstones():
 def test_load_skips_unknown_record_types():
     c = GroupCoordinator()
     key, value = rec.offset_commit_record("g", "t", 0, rec.OffsetCommitValue(5, "", 1))
-    c.load([(b"\x00\x03\x00\x01g", b"\x00\x00whatever"), (key, value)], 0)
+    c.load([(b"\x00\x63\x00\x01g", b"\x00\x00unknown type"), (b"\x00\x03\x00\x01g", b"\x00\x00garbage"),
+            (key, value)], 0)
     assert c.offsets["g"]["t"][0].offset == 5
+    assert "g" not in c.consumer_groups

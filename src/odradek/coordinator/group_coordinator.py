@@ -1087,10 +1087,7 @@ class GroupCoordinator:
             if classic is not None:  # an empty classic group (offsets only) becomes a consumer group
                 self.groups.pop(group_id, None)
                 self._timers.cancel_where(lambda key: len(key) > 1 and key[1] == group_id)
-            group = ConsumerGroup(group_id, session_timeout_ms=self.consumer_session_timeout_ms,
-                                  heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
-                                  default_assignor=self.consumer_default_assignor, max_size=self.max_group_size)
-            self.consumer_groups[group_id] = group
+            group = self.consumer_groups[group_id] = self._new_consumer_group(group_id)
         elif group is None:
             group = ConsumerGroup("", session_timeout_ms=self.consumer_session_timeout_ms)  # validation answers
         response, records = group.heartbeat(now_ms, request, topics, api_version=version, client_id=client_id,
@@ -1099,6 +1096,11 @@ class GroupCoordinator:
         if group_id:
             self._append(out, group_id, records)
         return response, out
+
+    def _new_consumer_group(self, group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id, session_timeout_ms=self.consumer_session_timeout_ms,
+                             heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                             default_assignor=self.consumer_default_assignor, max_size=self.max_group_size)
 
     def consumer_group_describe(self, now_ms: int, version: int, request: dict,
                                 topic_names: dict[bytes, str]) -> dict:
@@ -1130,13 +1132,12 @@ class GroupCoordinator:
             routed = record_group_id(key)
             if routed is not None:
                 gid = routed[1]
-                group = self.consumer_groups.get(gid)
-                if group is None:
-                    group = self.consumer_groups[gid] = ConsumerGroup(
-                        gid, session_timeout_ms=self.consumer_session_timeout_ms,
-                        heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
-                        default_assignor=self.consumer_default_assignor, max_size=self.max_group_size)
-                group.replay(key, value)
+                group = self.consumer_groups.get(gid) or self._new_consumer_group(gid)
+                try:
+                    group.replay(key, value)
+                except ValueError:
+                    continue  # an undecodable record is skipped, as records of unknown types are
+                self.consumer_groups[gid] = group
                 consumer_groups_touched.add(gid)
                 continue
             record = rec.decode_record(key, value)
