@@ -266,3 +266,32 @@ def test_load_skips_unknown_record_types():
             (key, value)], 0)
     assert c.offsets["g"]["t"][0].offset == 5
     assert "g" not in c.consumer_groups
+
+
+def test_consumer_group_offsets_expire_once_nobody_subscribes_and_the_empty_group_goes():
+    day = 24 * 3600 * 1000
+    c = GroupCoordinator(offsets_retention_ms=day, offsets_retention_check_interval_ms=1000)
+    join = {"group_id": "kip848", "member_id": "m1", "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}
+    response, _ = c.consumer_group_heartbeat(0, 1, join, {"t": (b"\x01" * 16, 1)})
+    assert response["error_code"] == 0
+    commit = {"group_id": "kip848", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+              "retention_time_ms": -1,
+              "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    response, _ = c.offset_commit(0, 9, commit)
+    assert response["topics"][0]["partitions"][0]["error_code"] == E.UNKNOWN_MEMBER_ID  # group not empty
+    leave = {**join, "member_epoch": -1, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+             "topic_partitions": None}
+    c.consumer_group_heartbeat(1, 1, leave, {"t": (b"\x01" * 16, 1)})
+    response, appends = c.offset_commit(2, 9, commit)
+    assert response["topics"][0]["partitions"][0]["error_code"] == 0 and appends
+    fetched = c.offset_fetch(3, 9, {"groups": [{"group_id": "kip848", "member_id": None, "member_epoch": -1,
+                                                "topics": None}], "require_stable": False})
+    assert fetched["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 7
+    c.tick(day // 2)
+    assert "kip848" in c.consumer_groups
+    expired = c.tick(day + 10_000)
+    assert "kip848" not in c.consumer_groups and not c.offsets.get("kip848")
+    assert any(value is None for append in expired for _, value in append.records)

@@ -1002,9 +1002,31 @@ class GroupCoordinator:
                 records.extend(self._delete_group(group))
             if records:
                 by_partition.setdefault(self.partition_for(group_id), []).extend(records)
+        for group_id, consumer_group in list(self.consumer_groups.items()):
+            records = self._expire_consumer_group_offsets(group_id, consumer_group, now_ms)
+            if consumer_group.is_empty() and not self.offsets.get(group_id):
+                records += consumer_group.tombstones()
+                del self.consumer_groups[group_id]
+            if records:
+                by_partition.setdefault(self.partition_for(group_id), []).extend(records)
         for partition, records in by_partition.items():
             out.append(Append(partition, records))
         self._schedule_offset_expiry(now_ms)
+
+    def _expire_consumer_group_offsets(self, group_id: str, group: ConsumerGroup, now_ms: int) -> list:
+        """A KIP-848 group's offsets of topics it does not subscribe to expire retention after their commit."""
+        records: list = []
+        subscribed = group.subscribed_topics()
+        for topic, parts in list(self.offsets.get(group_id, {}).items()):
+            if topic in subscribed:
+                continue
+            for partition, o in list(parts.items()):
+                expired = now_ms >= o.expire_timestamp if o.expire_timestamp != -1 \
+                    else now_ms - o.commit_timestamp >= self.offsets_retention_ms
+                if expired:
+                    self._remove_offset(group_id, topic, partition)
+                    records.append(rec.offset_commit_tombstone(group_id, topic, partition))
+        return records
 
     def _cleanup_expired_offsets(self, group: ClassicGroup, now_ms: int, records: list) -> bool:
         """Tombstone the group's expired offsets; True if it has none left (Kafka's cleanupExpiredOffsets)."""
