@@ -10,6 +10,17 @@ from pathlib import Path
 import pytest
 
 
+def pytest_addoption(parser):
+    parser.addoption("--seed", type=int, default=None, help="replay the randomized end-to-end tests with this seed")
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A fresh random seed, or the one given with --seed; tests put it in their failure messages."""
+    given = request.config.getoption("--seed")
+    return given if given is not None else random.randrange(2**32)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,8 +22,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, end: int) -> dict
     return records
 
 
-def test_kill_9_during_produce_keeps_every_acknowledged_record(node_factory):
-    seed = random.randrange(2**32)
+def test_kill_9_during_produce_keeps_every_acknowledged_record(node_factory, seed):
     rng = random.Random(seed)
     node = node_factory({"log.segment.bytes": "1048576"})  # many segment rolls under way
     topic = "crash-stream"
