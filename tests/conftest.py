@@ -1,5 +1,6 @@
 """Shared fixtures: real Odradek node processes on free 127.0.0.1 ports with throwaway data directories."""
 
+import random
 import signal
 import socket
 import subprocess
