@@ -24,6 +24,7 @@ from crc32c import crc32c
 
 from odradek.protocol import compression as codecs
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.types import MalformedMessage, read_varlong, write_varlong
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
@@ -281,37 +282,6 @@ def assign_offsets(
 
 
 # ---------------------------------------------------------------------------------------------------
-# Varints (zigzag, as in protobuf) -- private so this module stands alone.
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    byte = data[pos]
-    pos += 1
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos
-    result = byte & 0x7F
-    shift = 7
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise _corrupt("varint is too long")
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    value = (value << 1) ^ (value >> 63)  # zigzag; Python ints are unbounded, so mask below
-    value &= 0xFFFFFFFFFFFFFFFF
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-# ---------------------------------------------------------------------------------------------------
 # Decoding
 
 
@@ -326,7 +296,7 @@ def decode_batch(buf, info: BatchInfo) -> list[Record]:
     end = len(data)
     base_offset = info.base_offset
     base_timestamp = info.base_timestamp
-    read = _read_varint
+    read = read_varlong  # record varints and varlongs share the zigzag form
     try:
         for _ in range(info.record_count):
             length, pos = read(data, pos)
@@ -369,8 +339,8 @@ def decode_batch(buf, info: BatchInfo) -> list[Record]:
                 raise _corrupt(f"record declared {length} bytes but its fields do not fill them exactly")
             timestamp = log_append_time if log_append_time is not None else base_timestamp + timestamp_delta
             records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
-    except IndexError:
-        raise _corrupt("truncated record") from None
+    except (IndexError, MalformedMessage):
+        raise _corrupt("truncated or malformed record") from None
     except UnicodeDecodeError:
         raise _corrupt("record header key is not UTF-8") from None
     if pos != end:
@@ -458,26 +428,26 @@ def build_batch(
     for delta, ((key, value, headers, _), stamp) in enumerate(zip(parts, stamps, strict=True)):
         record.clear()
         record.append(0)  # attributes
-        _write_varint(record, stamp - base_timestamp)
-        _write_varint(record, delta)
+        record += write_varlong(stamp - base_timestamp)
+        record += write_varlong(delta)
         for field in (_as_bytes(key), _as_bytes(value)):
             if field is None:
-                _write_varint(record, -1)
+                record += write_varlong(-1)
             else:
-                _write_varint(record, len(field))
+                record += write_varlong(len(field))
                 record += field
-        _write_varint(record, len(headers))
+        record += write_varlong(len(headers))
         for header_key, header_value in headers:
             encoded_key = header_key.encode() if isinstance(header_key, str) else bytes(header_key)
-            _write_varint(record, len(encoded_key))
+            record += write_varlong(len(encoded_key))
             record += encoded_key
             encoded_value = _as_bytes(header_value)
             if encoded_value is None:
-                _write_varint(record, -1)
+                record += write_varlong(-1)
             else:
-                _write_varint(record, len(encoded_value))
+                record += write_varlong(len(encoded_value))
                 record += encoded_value
-        _write_varint(body, len(record))
+        body += write_varlong(len(record))
         body += record
 
     payload = _compress(compression, body)
