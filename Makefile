@@ -27,8 +27,9 @@ system-deps:
 
 run: $(VENV)/.installed
 	@echo "Starting a single Odradek node on 127.0.0.1:$(PORT), data in $(DATA). Try, in another shell:"
-	@echo "  echo hello | $(BIN)/odradek produce demo        # or: echo hello | kcat -b 127.0.0.1:$(PORT) -t demo -P"
-	@echo "  $(BIN)/odradek consume demo --from-beginning    # or: kcat -b 127.0.0.1:$(PORT) -t demo -C -e"
+	@echo "  echo hello | $(BIN)/odradek produce demo --bootstrap-server 127.0.0.1:$(PORT)"
+	@echo "  $(BIN)/odradek consume demo --from-beginning --bootstrap-server 127.0.0.1:$(PORT)"
+	@echo "  or with kcat: echo hello | kcat -b 127.0.0.1:$(PORT) -t demo -P; kcat -b 127.0.0.1:$(PORT) -t demo -C -e"
 	@echo "Ctrl-C stops the node."
 	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
 
