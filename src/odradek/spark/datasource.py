@@ -1,0 +1,39 @@
+"""The "odradek" PySpark data source: Spark's Kafka connector, with `format("odradek")`.
+
+    from odradek.spark.datasource import OdradekDataSource
+    spark.dataSource.register(OdradekDataSource)
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from odradek.spark.options import OptionError, SourceOptions
+from odradek.spark.sink import OdradekBatchWriter, OdradekStreamWriter
+from odradek.spark.source import OdradekBatchReader, OdradekStreamReader, source_schema
+
+
+class OdradekDataSource(DataSource):
+    """Batch and streaming reads and writes of Odradek (or any Kafka) topics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "odradek"
+
+    def schema(self) -> StructType:
+        return source_schema(SourceOptions.parse_include_headers(self.options))
+
+    def reader(self, schema: StructType) -> OdradekBatchReader:
+        return OdradekBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> OdradekStreamReader:
+        return OdradekStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> OdradekBatchWriter:
+        if overwrite:
+            raise OptionError("save mode 'overwrite' is not allowed: a topic is append-only; use mode('append')")
+        return OdradekBatchWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> OdradekStreamWriter:
+        return OdradekStreamWriter(self.options, schema)

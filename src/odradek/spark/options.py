@@ -1,0 +1,260 @@
+"""Options of the "odradek" data source, as Spark's Kafka connector names and checks them.
+
+Spark hands a data source its options in a case-insensitive dict with lowercased keys, so every name is
+looked up lowercased here. Offsets use Spark's conventions: -2 means earliest and -1 latest in JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+KAFKA_PREFIX = "kafka."
+EARLIEST = -2
+LATEST = -1
+
+# Client settings the connector owns: Spark's Kafka source refuses them too.
+_OWNED_CLIENT_SETTINGS = {
+    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
+    "enable.auto.commit": "the source keeps its offsets in the query's checkpoint, not in a consumer group",
+    "key.deserializer": "keys are returned as binary; cast them in the query",
+    "value.deserializer": "values are returned as binary; cast them in the query",
+}
+_STRATEGIES = ("subscribe", "subscribepattern", "assign")
+_ENDING_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+
+TopicPartition = tuple[str, int]
+
+
+class OptionError(ValueError):
+    """An option of the data source is missing, malformed, or not allowed for this kind of query."""
+
+
+def _get(options, name: str) -> str | None:
+    """Look up an option by name, whatever the case of the dict's keys."""
+    name = name.lower()
+    for key, value in options.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def kafka_client_config(options) -> dict:
+    """Every `kafka.<name>` option as the confluent-kafka (librdkafka) setting `<name>`."""
+    config: dict = {}
+    for key, value in options.items():
+        if key.lower().startswith(KAFKA_PREFIX):
+            config[key[len(KAFKA_PREFIX):].lower()] = value
+    if "bootstrap.servers" not in config:
+        raise OptionError("option 'kafka.bootstrap.servers' must be specified")
+    return config
+
+
+# --- where to read: the subscription strategy ---
+
+@dataclass(frozen=True)
+class Subscribe:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Assign:
+    partitions: tuple[TopicPartition, ...]
+
+
+Strategy = Subscribe | SubscribePattern | Assign
+
+
+def _parse_strategy(options) -> Strategy:
+    given = [name for name in _STRATEGIES if _get(options, name) is not None]
+    if not given:
+        raise OptionError("one of the options 'subscribe', 'subscribePattern' or 'assign' must be specified")
+    if len(given) > 1:
+        raise OptionError("only one of the options 'subscribe', 'subscribePattern' and 'assign' can be specified")
+    value = _get(options, given[0])
+    if given[0] == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise OptionError(f"no topics to subscribe to in 'subscribe': {value!r}")
+        return Subscribe(topics)
+    if given[0] == "subscribepattern":
+        if not value.strip():
+            raise OptionError("pattern to subscribe is empty")
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise OptionError(f"'subscribePattern' is not a valid regular expression: {e}") from None
+        return SubscribePattern(value)
+    parsed = _parse_json(value, "assign", 'like {"topicA":[0,1],"topicB":[2,4]}')
+    try:
+        partitions = tuple((str(t), int(p)) for t, ps in parsed.items() for p in ps)
+    except (AttributeError, TypeError, ValueError):
+        raise OptionError(f'\'assign\' must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {value!r}') from None
+    if not partitions:
+        raise OptionError("'assign' names no partitions")
+    return Assign(partitions)
+
+
+# --- where to start and stop ---
+
+@dataclass(frozen=True)
+class Earliest:
+    pass
+
+
+@dataclass(frozen=True)
+class Latest:
+    pass
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """Offsets per partition; EARLIEST and LATEST stand for the ends of the log."""
+
+    offsets: dict[TopicPartition, int] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class GlobalTimestamp:
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class SpecificTimestamps:
+    timestamps: dict[TopicPartition, int] = field(hash=False)
+
+
+OffsetLimit = Earliest | Latest | SpecificOffsets | GlobalTimestamp | SpecificTimestamps
+
+
+def _parse_json(value: str, name: str, example: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise OptionError(f"'{name}' must be JSON {example}, got {value!r}") from None
+
+
+def _parse_per_partition(value: str, name: str) -> dict[TopicPartition, int]:
+    parsed = _parse_json(value, name, 'like {"topicA":{"0":23,"1":-1}}')
+    try:
+        return {(str(t), int(p)): int(v) for t, ps in parsed.items() for p, v in ps.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise OptionError(f"'{name}' must be JSON like {{\"topicA\":{{\"0\":23,\"1\":-1}}}}, got {value!r}") from None
+
+
+def _parse_limit(options, prefix: str, default: OffsetLimit) -> OffsetLimit:
+    """`<prefix>Timestamp` wins over `<prefix>OffsetsByTimestamp`, which wins over `<prefix>Offsets`."""
+    timestamp = _get(options, f"{prefix}Timestamp")
+    if timestamp is not None:
+        try:
+            return GlobalTimestamp(int(timestamp))
+        except ValueError:
+            raise OptionError(f"'{prefix}Timestamp' must be a timestamp in milliseconds, got {timestamp!r}") from None
+    by_timestamp = _get(options, f"{prefix}OffsetsByTimestamp")
+    if by_timestamp is not None:
+        return SpecificTimestamps(_parse_per_partition(by_timestamp, f"{prefix}OffsetsByTimestamp"))
+    offsets = _get(options, f"{prefix}Offsets")
+    if offsets is None:
+        return default
+    word = offsets.strip().lower()
+    if word == "earliest":
+        return Earliest()
+    if word == "latest":
+        return Latest()
+    return SpecificOffsets(_parse_per_partition(offsets, f"{prefix}Offsets"))
+
+
+def _positive_int(options, name: str) -> int | None:
+    value = _get(options, name)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise OptionError(f"'{name}' must be a positive integer, got {value!r}")
+    return number
+
+
+def _boolean(options, name: str, default: bool) -> bool:
+    value = _get(options, name)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise OptionError(f"'{name}' must be 'true' or 'false', got {value!r}")
+    return value.strip().lower() == "true"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything the reader needs from the options, checked once on the driver."""
+
+    client: dict
+    strategy: Strategy
+    starting: OffsetLimit
+    ending: OffsetLimit
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    starting_by_timestamp_latest: bool = False
+    poll_timeout_s: float = 120.0
+    group_id_prefix: str = "odradek-spark-source"
+
+    @staticmethod
+    def parse_include_headers(options) -> bool:
+        return _boolean(options, "includeHeaders", False)
+
+    @classmethod
+    def parse(cls, options, streaming: bool) -> SourceOptions:
+        client = kafka_client_config(options)
+        for name, advice in _OWNED_CLIENT_SETTINGS.items():
+            if name in client:
+                raise OptionError(f"kafka option '{name}' is not supported: {advice}")
+        client.setdefault("isolation.level", "read_uncommitted")
+        strategy = _parse_strategy(options)
+        starting = _parse_limit(options, "starting", Latest() if streaming else Earliest())
+        if streaming:
+            for name in _ENDING_OPTIONS:
+                if _get(options, name) is not None:
+                    raise OptionError(f"'{name}' is not valid in streaming queries: a stream has no end")
+            ending: OffsetLimit = Latest()
+        else:
+            ending = _parse_limit(options, "ending", Latest())
+            _check_batch_limits(starting, ending)
+        strategy_name = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+        if strategy_name not in ("error", "latest"):
+            raise OptionError(f"'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy_name!r}")
+        poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs")
+        return cls(
+            client=client, strategy=strategy, starting=starting, ending=ending,
+            fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
+            include_headers=cls.parse_include_headers(options),
+            max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
+            min_partitions=_positive_int(options, "minPartitions"),
+            starting_by_timestamp_latest=strategy_name == "latest",
+            poll_timeout_s=poll_timeout / 1000 if poll_timeout else 120.0,
+            group_id_prefix=_get(options, "groupIdPrefix") or "odradek-spark-source",
+        )
+
+
+def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
+    if isinstance(starting, Latest):
+        raise OptionError("startingOffsets can't be 'latest' for batch queries")
+    if isinstance(starting, SpecificOffsets):
+        for (topic, partition), offset in starting.offsets.items():
+            if offset == LATEST:
+                raise OptionError(f"startingOffsets for {topic}-{partition} can't be latest (-1) for batch queries")
+    if isinstance(ending, Earliest):
+        raise OptionError("endingOffsets can't be 'earliest' for batch queries")
+    if isinstance(ending, SpecificOffsets):
+        for (topic, partition), offset in ending.offsets.items():
+            if offset == EARLIEST:
+                raise OptionError(f"endingOffsets for {topic}-{partition} can't be earliest (-2) for batch queries")

@@ -1,0 +1,422 @@
+"""The writing side of the "odradek" Spark data source: batch writes and an exactly-once streaming sink.
+
+Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (string or binary), `headers`
+(array<struct<key: string, value: binary>>), `topic` (string; the `topic` option overrides it) and
+`partition` (int). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
+task flushes before it returns and fails on any delivery error.
+
+Streaming writes are exactly-once across replays of a micro-batch (see docs/spark.md, "Exactly-once"):
+
+* every record carries the headers `odradek.sink` (the sink id), `odradek.batch` (the batch id),
+  `odradek.task` (the task's partition id) and `odradek.rid` (a digest of the record's content and its
+  occurrence number among identical records of the same task), so a record of a batch is identifiable;
+* the driver's commit(batch) appends a marker {sink id -> batch id} to `__odradek_spark_commits`; a task
+  of a batch at or below the last marker writes nothing (Spark replays the last batch after a crash);
+* before a task first writes a batch it appends a begin record {sink id/task -> batch id, the end offsets of
+  its target topics}; a task that finds a begin record of its own batch (an earlier attempt wrote part or
+  all of it) scans its target partitions from those offsets and skips the records already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from odradek.spark.options import kafka_client_config
+
+COMMITS_TOPIC = "__odradek_spark_commits"
+SINK_ID_OPTION = "odradek.sink.id"
+HEADER_SINK = "odradek.sink"
+HEADER_BATCH = "odradek.batch"
+HEADER_TASK = "odradek.task"
+HEADER_RID = "odradek.rid"
+# Spark's MicroBatchExecution sets this local property on every task of a micro-batch.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# ... and this one to the query id, which is kept in the checkpoint: a new checkpoint gets a new id.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+_TIMEOUT_S = 30.0
+
+
+@dataclass
+class OdradekCommitMessage(WriterCommitMessage):
+    """What one task reports to the driver."""
+
+    partition_id: int
+    written: int
+    skipped: int = 0
+    batch_id: int | None = None
+    sink_id: str | None = None
+
+
+@dataclass
+class OutRecord:
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    partition: int | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _option(options: dict, name: str) -> str | None:
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def _as_bytes(value) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+def check_schema(schema: StructType, options: dict) -> None:
+    """Raise Spark-Kafka-sink-like errors for a schema that cannot be written."""
+    names = {f.name.lower(): f for f in schema.fields}
+    if "value" not in names:
+        raise ValueError("Required attribute 'value' not found")
+    if _option(options, "topic") is None and "topic" not in names:
+        raise ValueError("topic option required when no 'topic' attribute is present. "
+                         "Use the topic option for setting a topic.")
+
+
+def to_records(rows: Iterable, options: dict) -> Iterator[OutRecord]:
+    """Turn Spark rows into records, the `topic` option overriding the `topic` column."""
+    topic_option = _option(options, "topic")
+    for row in rows:
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        d = {k.lower(): v for k, v in d.items()}
+        topic = topic_option or d.get("topic")
+        if topic is None:
+            raise ValueError(f"null topic present in the data: {row}. Use the topic option for setting a topic.")
+        headers = []
+        for h in d.get("headers") or []:
+            hk, hv = (h["key"], h["value"]) if not isinstance(h, tuple | list) else (h[0], h[1])
+            headers.append((hk, _as_bytes(hv)))
+        partition = d.get("partition")
+        yield OutRecord(topic=topic, value=_as_bytes(d["value"]), key=_as_bytes(d.get("key")),
+                        partition=None if partition is None else int(partition), headers=headers)
+
+
+def producer_config(options: dict) -> dict:
+    config = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    config.update(kafka_client_config(options))
+    return config
+
+
+class _DeliveryErrors:
+    def __init__(self):
+        self.errors: list[str] = []
+
+    def __call__(self, err, msg):
+        if err is not None:
+            self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+
+def produce_all(producer, records: Iterable[OutRecord]) -> int:
+    """Produce records, flush, and raise on the first delivery error; returns how many were written."""
+    errors = _DeliveryErrors()
+    count = 0
+    for r in records:
+        kwargs = {"value": r.value, "key": r.key, "on_delivery": errors}
+        if r.partition is not None:
+            kwargs["partition"] = r.partition
+        if r.headers:
+            kwargs["headers"] = r.headers
+        while True:
+            try:
+                producer.produce(r.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(_TIMEOUT_S)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered within {_TIMEOUT_S}s")
+    if errors.errors:
+        raise RuntimeError("delivery failed: " + "; ".join(errors.errors[:5]))
+    return count
+
+
+class OdradekBatchWriter(DataSourceWriter):
+    """`df.write.format("odradek")`: every task produces its rows and flushes (at-least-once on retries)."""
+
+    def __init__(self, options: dict, schema: StructType):
+        self.options = dict(options)
+        self.schema = schema
+        check_schema(schema, self.options)
+        kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
+
+    def write(self, iterator: Iterator) -> OdradekCommitMessage:
+        from confluent_kafka import Producer
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        producer = Producer(producer_config(self.options))
+        written = produce_all(producer, to_records(iterator, self.options))
+        return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
+
+    def commit(self, messages) -> None:
+        pass
+
+    def abort(self, messages) -> None:
+        pass
+
+
+def sink_id_from_options(options: dict) -> str:
+    sink_id = _option(options, SINK_ID_OPTION)
+    if sink_id:
+        return sink_id
+    checkpoint = _option(options, "checkpointLocation")
+    if checkpoint:
+        return "checkpoint:" + os.path.normpath(checkpoint)
+    raise ValueError(f"the odradek streaming sink needs a stable id: set option '{SINK_ID_OPTION}' "
+                     "(or 'checkpointLocation' as a writer option)")
+
+
+def record_id(record: OutRecord, occurrence: int) -> bytes:
+    """A digest of the record's content and its occurrence number among identical records of its task."""
+    h = hashlib.sha256()
+    for part in (record.topic.encode(), record.key, record.value,
+                 None if record.partition is None else str(record.partition).encode()):
+        h.update(b"\x00" if part is None else b"\x01" + len(part).to_bytes(4, "big") + part)
+    for hk, hv in record.headers:
+        h.update(hk.encode() + b"\x00" + (hv or b""))
+    h.update(occurrence.to_bytes(8, "big"))
+    return h.hexdigest()[:32].encode()
+
+
+class SinkState:
+    """What `__odradek_spark_commits` says about one sink: last committed batch and begin records per task."""
+
+    def __init__(self, last_committed: int = -1, begins: dict[int, dict] | None = None):
+        self.last_committed = last_committed
+        self.begins = begins or {}
+
+
+def _commit_key(sink_id: str) -> bytes:
+    return f"commit/{sink_id}".encode()
+
+
+def _begin_key(sink_id: str, task: int) -> bytes:
+    return f"begin/{sink_id}/{task}".encode()
+
+
+def ensure_commits_topic(config: dict) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": config["bootstrap.servers"]})
+    if COMMITS_TOPIC in admin.list_topics(timeout=_TIMEOUT_S).topics:
+        return
+    futures = admin.create_topics([NewTopic(COMMITS_TOPIC, 1, 1, config={"cleanup.policy": "compact"})])
+    for fut in futures.values():
+        try:
+            fut.result(_TIMEOUT_S)
+        except Exception as e:  # a concurrent creator won
+            if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
+                raise
+
+
+def _consumer(config: dict):
+    from confluent_kafka import Consumer
+
+    return Consumer({**config, "group.id": "odradek-spark-sink", "enable.auto.commit": False,
+                     "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+
+
+def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> Iterator:
+    """Every message of topic[partition] from start (inclusive) to end (exclusive)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    if start >= end:
+        return
+    consumer.assign([TopicPartition(topic, partition, start)])
+    try:
+        while True:
+            msg = consumer.poll(_TIMEOUT_S)
+            if msg is None:
+                raise RuntimeError(f"timed out reading {topic}[{partition}] up to offset {end}")
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if msg.offset() >= end:
+                        return
+                    continue
+                raise RuntimeError(f"reading {topic}[{partition}]: {msg.error()}")
+            if msg.offset() >= end:
+                return
+            yield msg
+            if msg.offset() + 1 >= end:
+                return
+    finally:
+        consumer.unassign()
+
+
+def read_sink_state(config: dict, sink_id: str) -> SinkState:
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(config)
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(COMMITS_TOPIC, 0), timeout=_TIMEOUT_S)
+        state = SinkState()
+        commit_key = _commit_key(sink_id)
+        begin_prefix = f"begin/{sink_id}/".encode()
+        for msg in _read_range(consumer, COMMITS_TOPIC, 0, low, high):
+            key = msg.key() or b""
+            if key == commit_key:
+                state.last_committed = max(state.last_committed, json.loads(msg.value())["batch_id"])
+            elif key.startswith(begin_prefix):
+                task = int(key[len(begin_prefix):])
+                value = json.loads(msg.value())
+                previous = state.begins.get(task)
+                # the first begin record of a batch holds the offsets before any attempt wrote
+                if previous is None or previous["batch_id"] != value["batch_id"]:
+                    state.begins[task] = value
+        return state
+    finally:
+        consumer.close()
+
+
+def _end_offsets(config: dict, topics: set[str]) -> dict[str, dict[str, int]]:
+    """High watermarks of every partition of the topics (topics are created on demand when missing)."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(config)
+    try:
+        result: dict[str, dict[str, int]] = {}
+        for topic in sorted(topics):
+            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
+            if meta.error is not None:
+                # let the producer create it (auto.create.topics.enable); it has no records yet
+                result[topic] = {}
+                continue
+            result[topic] = {
+                str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S)[1]
+                for p in meta.partitions
+            }
+        return result
+    finally:
+        consumer.close()
+
+
+def _existing_record_ids(config: dict, sink_id: str, batch_id: int, task: int,
+                         begin_offsets: dict[str, dict[str, int]], topics: set[str]) -> set[bytes]:
+    """Record ids of this sink/batch/task already in the target topics since the begin record's offsets."""
+    from confluent_kafka import TopicPartition
+
+    wanted = {HEADER_SINK: sink_id.encode(), HEADER_BATCH: str(batch_id).encode(), HEADER_TASK: str(task).encode()}
+    ids: set[bytes] = set()
+    consumer = _consumer(config)
+    try:
+        for topic in sorted(topics | set(begin_offsets)):
+            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
+            if meta.error is not None:
+                continue
+            starts = begin_offsets.get(topic, {})
+            for p in meta.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S)
+                start = max(low, starts.get(str(p), 0))
+                for msg in _read_range(consumer, topic, p, start, high):
+                    headers = dict(msg.headers() or [])
+                    if all(headers.get(k) == v for k, v in wanted.items()) and HEADER_RID in headers:
+                        ids.add(headers[HEADER_RID])
+        return ids
+    finally:
+        consumer.close()
+
+
+def _append_marker(config: dict, key: bytes, value: dict) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_config_from_client(config))
+    produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
+
+
+def producer_config_from_client(config: dict) -> dict:
+    return {"acks": "all", "enable.idempotence": True, **config}
+
+
+def write_streaming_task(options: dict, rows: Iterable, batch_id: int, task: int,
+                         sink_id: str | None = None) -> OdradekCommitMessage:
+    """One task of micro-batch `batch_id`: skip a committed batch, complete a partially written one."""
+    from confluent_kafka import Producer
+
+    config = kafka_client_config(options)
+    sink_id = sink_id or sink_id_from_options(options)
+    records = list(to_records(rows, options))
+    state = read_sink_state(config, sink_id)
+    if batch_id <= state.last_committed:
+        return OdradekCommitMessage(partition_id=task, written=0, skipped=len(records), batch_id=batch_id,
+                                    sink_id=sink_id)
+
+    topics = {r.topic for r in records}
+    begin = state.begins.get(task)
+    if begin is not None and begin["batch_id"] == batch_id:
+        existing = _existing_record_ids(config, sink_id, batch_id, task, begin["offsets"], topics)
+    else:
+        existing = set()
+        offsets = _end_offsets(config, topics)
+        _append_marker(config, _begin_key(sink_id, task), {"batch_id": batch_id, "offsets": offsets})
+
+    occurrences: dict[bytes, int] = {}
+    to_write = []
+    for r in records:
+        base = record_id(r, 0)
+        n = occurrences.get(base, 0)
+        occurrences[base] = n + 1
+        rid = base if n == 0 else record_id(r, n)
+        if rid in existing:
+            continue
+        r.headers = [*r.headers, (HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
+                     (HEADER_TASK, str(task).encode()), (HEADER_RID, rid)]
+        to_write.append(r)
+    written = produce_all(Producer(producer_config(options)), to_write)
+    return OdradekCommitMessage(partition_id=task, written=written, skipped=len(records) - written,
+                                batch_id=batch_id, sink_id=sink_id)
+
+
+def commit_batch(options: dict, batch_id: int, sink_id: str | None = None) -> None:
+    """The driver's commit of a micro-batch: after it, replays of the batch write nothing."""
+    config = kafka_client_config(options)
+    _append_marker(config, _commit_key(sink_id or sink_id_from_options(options)), {"batch_id": batch_id})
+
+
+class OdradekStreamWriter(DataSourceStreamWriter):
+    """`df.writeStream.format("odradek")`: exactly-once across replays of a micro-batch (module docstring)."""
+
+    def __init__(self, options: dict, schema: StructType):
+        self.options = dict(options)
+        self.schema = schema
+        check_schema(schema, self.options)
+        sink_id_from_options(self.options)
+        ensure_commits_topic(kafka_client_config(self.options))
+
+    def write(self, iterator: Iterator) -> OdradekCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+        if batch is None:
+            raise RuntimeError(f"task has no '{BATCH_ID_PROPERTY}' local property; is this a micro-batch query?")
+        sink_id = sink_id_from_options(self.options)
+        query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
+        if query_id:  # a recreated checkpoint starts batch ids at 0 again: it must not look committed
+            sink_id = f"{sink_id}#{query_id}"
+        return write_streaming_task(self.options, iterator, int(batch), ctx.partitionId(), sink_id)
+
+    def commit(self, messages, batchId: int) -> None:
+        sink_ids = {m.sink_id for m in messages if isinstance(m, OdradekCommitMessage) and m.sink_id}
+        for sink_id in sink_ids:  # no task ran: nothing was written, nothing to mark
+            commit_batch(self.options, batchId, sink_id)
+
+    def abort(self, messages, batchId: int) -> None:
+        pass

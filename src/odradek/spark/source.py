@@ -1,0 +1,463 @@
+"""The reading side of the "odradek" Spark data source: batch and streaming readers with Spark's Kafka semantics.
+
+The driver turns the options into offset ranges, one (topic, partition, start, end) per input partition;
+each Spark task reads its range with a confluent-kafka consumer and hands Spark Arrow record batches built
+column by column from what one `consume()` call returned. A streaming query's offsets are Spark's Kafka
+source JSON, {"topic": {"partition": next offset}}, so they read the same in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from odradek.spark.options import (
+    EARLIEST,
+    LATEST,
+    Assign,
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    OffsetLimit,
+    OptionError,
+    SourceOptions,
+    SpecificOffsets,
+    Subscribe,
+    TopicPartition,
+)
+
+log = logging.getLogger("odradek.spark")
+
+# Topics a pattern subscription skips, as Kafka consumers exclude internal topics.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__odradek_spark_commits"})
+_ADMIN_TIMEOUT_S = 30.0
+_MESSAGES_PER_CONSUME = 10_000
+_CONSUME_WAIT_S = 0.05
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+_ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_ARROW_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """The columns of Spark's Kafka source, in its order."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """`source_schema` as Spark expects the Arrow batches of a Python data source (UTC microseconds)."""
+    fields = [
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("offset", pa.int64()), ("timestamp", _ARROW_TIMESTAMP), ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(("headers", _ARROW_HEADERS))
+    return pa.schema(fields)
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query should read are no longer in the log, and failOnDataLoss is true."""
+
+
+def report_data_loss(options: SourceOptions, what: str) -> None:
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{what}. Some data may have been lost: it was deleted (retention, DeleteRecords) or its topic was "
+            "deleted before the query read it. Set the source option \"failOnDataLoss\" to \"false\" to skip "
+            "lost offsets and go on.")
+    log.warning("%s; failOnDataLoss is false, so the query skips the lost offsets", what)
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """One input partition: offsets [start, end) of one Kafka partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def offsets_to_json(offsets: dict[TopicPartition, int]) -> dict:
+    """Spark's Kafka offset JSON, {"topic": {"0": 123}}, ordered so equal offsets serialize equally."""
+    result: dict = {}
+    for topic, partition in sorted(offsets):
+        result.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+    return result
+
+
+def offsets_from_json(value: dict) -> dict[TopicPartition, int]:
+    return {(topic, int(p)): int(o) for topic, partitions in value.items() for p, o in partitions.items()}
+
+
+def apportion(total: int, weights: dict, cap: dict | None = None) -> dict:
+    """Split `total` in proportion to `weights` (largest remainders get the rounding), each share <= its cap."""
+    weight_sum = sum(weights.values())
+    if weight_sum <= 0:
+        return dict.fromkeys(weights, 0)
+    exact = {k: total * w / weight_sum for k, w in weights.items()}
+    shares = {k: int(x) for k, x in exact.items()}
+    leftover = total - sum(shares.values())
+    for k in sorted(weights, key=lambda k: (shares[k] - exact[k], k))[:leftover]:
+        shares[k] += 1
+    if cap is not None:
+        shares = {k: min(s, cap[k]) for k, s in shares.items()}
+    return shares
+
+
+def limit_offsets(start: dict[TopicPartition, int], latest: dict[TopicPartition, int],
+                  max_rows: int) -> dict[TopicPartition, int]:
+    """End offsets that read at most `max_rows` records, split across partitions by how far each is behind.
+
+    Spark's Kafka source rounds small shares up so no partition starves, which can overshoot the limit;
+    here the rounding goes to the largest remainders, so a micro-batch never exceeds `max_rows` and still
+    reads at least one record while any is available.
+    """
+    behind = {tp: end - start[tp] for tp, end in latest.items() if tp in start and end > start[tp]}
+    if sum(behind.values()) <= max_rows:
+        return dict(latest)
+    shares = apportion(max_rows, behind, cap=behind)
+    return {tp: start[tp] + shares[tp] if tp in shares else end for tp, end in latest.items()}
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """At least `min_partitions` input partitions (when there are that many records): big ranges split first."""
+    ranges = [r for r in ranges if r.size > 0]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    sizes = {i: r.size for i, r in enumerate(ranges)}
+    parts = apportion(min_partitions, sizes, cap=sizes)
+    result = []
+    for i, r in enumerate(ranges):
+        count = max(parts[i], 1)
+        start = r.start
+        for j in range(count):
+            end = r.start + r.size * (j + 1) // count
+            result.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
+    return result
+
+
+class OffsetLookup:
+    """The driver's view of the cluster: which partitions a subscription covers and their offsets."""
+
+    def __init__(self, client_config: dict):
+        self.admin = AdminClient(client_config)
+        # Ranges end where a consumer of the same isolation level sees the log end (the LSO for read_committed).
+        self.read_committed = client_config.get("isolation.level") == "read_committed"
+
+    def partitions(self, strategy) -> list[TopicPartition]:
+        if isinstance(strategy, Assign):
+            return sorted(set(strategy.partitions))
+        topics = self.admin.list_topics(timeout=_ADMIN_TIMEOUT_S).topics
+        if isinstance(strategy, Subscribe):
+            chosen = [t for t in strategy.topics if t in topics and topics[t].error is None]
+        else:
+            pattern = re.compile(strategy.pattern)
+            chosen = [t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)
+                      and topics[t].error is None]
+        return sorted((t, p) for t in chosen for p in topics[t].partitions)
+
+    def _list(self, specs: dict) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+        requests = {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        isolation = IsolationLevel.READ_COMMITTED if self.read_committed else IsolationLevel.READ_UNCOMMITTED
+        futures = self.admin.list_offsets(requests, isolation_level=isolation, request_timeout=_ADMIN_TIMEOUT_S)
+        result = {}
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as e:
+                raise RuntimeError(f"cannot list offsets of {tp.topic}-{tp.partition}: {e.args[0].str()}") from None
+        return result
+
+    def earliest(self, tps) -> dict[TopicPartition, int]:
+        return self._list(dict.fromkeys(tps, OffsetSpec.earliest()))
+
+    def latest(self, tps) -> dict[TopicPartition, int]:
+        return self._list(dict.fromkeys(tps, OffsetSpec.latest()))
+
+    def for_timestamps(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The first offset whose timestamp is >= the given one, or -1 when there is none."""
+        return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
+
+    def resolve(self, limit: OffsetLimit, tps: list[TopicPartition], *, starting: bool,
+                no_match_is_latest: bool) -> dict[TopicPartition, int]:
+        """Concrete offsets for every partition. A timestamp no record reaches means latest when
+        `no_match_is_latest`, or else fails."""
+        if isinstance(limit, Earliest):
+            return self.earliest(tps)
+        if isinstance(limit, Latest):
+            return self.latest(tps)
+        if isinstance(limit, SpecificOffsets):
+            _check_names_every_partition(limit.offsets, tps, "startingOffsets" if starting else "endingOffsets")
+            earliest = self.earliest([tp for tp in tps if limit.offsets[tp] == EARLIEST])
+            latest = self.latest([tp for tp in tps if limit.offsets[tp] == LATEST])
+            return {tp: earliest.get(tp, latest.get(tp, limit.offsets[tp])) for tp in tps}
+        if isinstance(limit, GlobalTimestamp):
+            timestamps = dict.fromkeys(tps, limit.timestamp_ms)
+        else:
+            name = ("starting" if starting else "ending") + "OffsetsByTimestamp"
+            _check_names_every_partition(limit.timestamps, tps, name)
+            timestamps = {tp: limit.timestamps[tp] for tp in tps}
+        found = self.for_timestamps(timestamps)
+        unmatched = [tp for tp, offset in found.items() if offset < 0]
+        if unmatched and not no_match_is_latest:
+            t, p = unmatched[0]
+            raise OptionError(f"no record of {t}-{p} has a timestamp at or after {timestamps[(t, p)]}; set "
+                              "'startingOffsetsByTimestampStrategy' to 'latest' to start at the end instead")
+        latest = self.latest(unmatched)
+        return {tp: latest[tp] if offset < 0 else offset for tp, offset in found.items()}
+
+
+def _check_names_every_partition(given: dict, tps: list[TopicPartition], name: str) -> None:
+    if set(given) != set(tps):
+        raise OptionError(f"'{name}' must name every partition of the subscribed topics (-2 for earliest, -1 for "
+                          f"latest): it names {_names(given)}, the topics have {_names(tps)}")
+
+
+def _names(tps) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
+
+
+# --- reading one range on an executor ---
+
+def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Every record of `r` as Arrow batches; offsets missing from the log are a data loss."""
+    schema = arrow_schema(options.include_headers)
+    consumer = Consumer({
+        **options.client,
+        "group.id": options.client.get("group.id", f"{options.group_id_prefix}-{uuid.uuid4()}"),
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    })
+    try:
+        tp = KafkaTopicPartition(r.topic, r.partition)
+        position = r.start
+        low, _ = consumer.get_watermark_offsets(tp, timeout=options.poll_timeout_s)
+        if position < low:
+            report_data_loss(options, f"offsets {position} to {min(low, r.end) - 1} of {r.topic}-{r.partition} are "
+                                      f"gone: the log starts at {low}")
+            position = low
+        if position >= r.end:
+            return
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, position)])
+        idle_since = time.monotonic()
+        while position < r.end:
+            # consume() waits for a full batch or its timeout, so the timeout is short and the loop counts idleness.
+            messages = consumer.consume(_MESSAGES_PER_CONSUME, _CONSUME_WAIT_S)
+            if not messages:
+                if time.monotonic() - idle_since > options.poll_timeout_s:
+                    raise TimeoutError(f"no record of {r.topic}-{r.partition} after offset {position} within "
+                                       f"{options.poll_timeout_s}s (kafkaConsumer.pollTimeoutMs)")
+                continue
+            idle_since = time.monotonic()
+            records = []
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() < r.end:
+                        records.append(message)
+                    else:  # the range's last offsets hold no record (compacted, or a transaction marker)
+                        position = r.end
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() < r.end:
+                        report_data_loss(options, f"{r.topic}-{r.partition} ends at {message.offset()}, before "
+                                                  f"the query's end offset {r.end}")
+                    position = r.end
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    reached = records[-1].offset() + 1 if records else position
+                    position = _skip_deleted(consumer, options, r, tp, reached)
+                    break
+                else:
+                    raise RuntimeError(f"reading {r.topic}-{r.partition}: {error.str()}")
+            if records:
+                position = max(position, records[-1].offset() + 1)
+                yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema)
+    finally:
+        consumer.close()
+
+
+def _skip_deleted(consumer, options: SourceOptions, r: OffsetRange, tp, position: int) -> int:
+    """The log start moved past `position` while reading: a data loss; go on from the new start, or stop."""
+    low, _ = consumer.get_watermark_offsets(tp, timeout=options.poll_timeout_s)
+    report_data_loss(options, f"offsets from {position} of {r.topic}-{r.partition} were deleted while reading: the "
+                              f"log starts at {low}")
+    position = max(position, low)
+    if position < r.end:
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, position)])
+    return position
+
+
+def _to_arrow(messages: list, topic: str, partition: int, include_headers: bool,
+              schema: pa.Schema) -> pa.RecordBatch:
+    """One record batch, column by column, in a handful of list comprehensions over the consumed messages."""
+    n = len(messages)
+    timestamps = [m.timestamp() for m in messages]
+    columns = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        # Kafka timestamps are milliseconds; Spark wants microseconds.
+        pc.multiply(pa.array([t[1] for t in timestamps], pa.int64()), 1000).cast(_ARROW_TIMESTAMP),
+        # confluent-kafka numbers timestamp types 0 none, 1 create, 2 log append; Kafka and Spark -1, 0, 1.
+        pa.array([t[0] - 1 for t in timestamps], pa.int32()),
+    ]
+    if include_headers:
+        columns.append(pa.array([m.headers() for m in messages], _ARROW_HEADERS))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# --- the readers ---
+
+def _check_schema(schema: StructType, options: SourceOptions) -> None:
+    expected = source_schema(options.include_headers)
+    if schema != expected:
+        raise OptionError(f"the odradek source has a fixed schema and cannot be read with another: expected "
+                          f"{expected.simpleString()}, got {schema.simpleString()}")
+
+
+class OdradekBatchReader(DataSourceReader):
+    """`spark.read.format("odradek")`: the records between the starting and ending offsets at planning time."""
+
+    def __init__(self, options, schema: StructType):
+        self.options = SourceOptions.parse(options, streaming=False)
+        _check_schema(schema, self.options)
+
+    def partitions(self) -> Sequence[OffsetRange]:
+        lookup = OffsetLookup(self.options.client)
+        tps = lookup.partitions(self.options.strategy)
+        start = lookup.resolve(self.options.starting, tps, starting=True,
+                               no_match_is_latest=self.options.starting_by_timestamp_latest)
+        end = lookup.resolve(self.options.ending, tps, starting=False, no_match_is_latest=True)
+        ranges = []
+        for t, p in tps:
+            if start[(t, p)] > end[(t, p)]:
+                raise OptionError(f"the starting offset {start[(t, p)]} of {t}-{p} is after its ending offset "
+                                  f"{end[(t, p)]}")
+            ranges.append(OffsetRange(t, p, start[(t, p)], end[(t, p)]))
+        return split_ranges(ranges, self.options.min_partitions)
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(self.options, partition)
+
+
+class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream.format("odradek")`: micro-batches of offset ranges, new partitions included."""
+
+    def __init__(self, options, schema: StructType):
+        self.options = SourceOptions.parse(options, streaming=True)
+        _check_schema(schema, self.options)
+        self._lookup: OffsetLookup | None = None
+        self._available_now: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+
+    def __getstate__(self):
+        # Executors get a pickled copy for read(); the admin client stays on the driver.
+        return {**self.__dict__, "_lookup": None}
+
+    @property
+    def lookup(self) -> OffsetLookup:
+        if self._lookup is None:
+            self._lookup = OffsetLookup(self.options.client)
+        return self._lookup
+
+    def initialOffset(self) -> dict:
+        tps = self.lookup.partitions(self.options.strategy)
+        return offsets_to_json(self.lookup.resolve(self.options.starting, tps, starting=True,
+                                                   no_match_is_latest=self.options.starting_by_timestamp_latest))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self.lookup.latest(self.lookup.partitions(self.options.strategy))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets_from_json(start)
+        if self._available_now is not None:
+            latest = dict(self._available_now)
+        else:
+            latest = self.lookup.latest(self.lookup.partitions(self.options.strategy))
+        self._latest = latest
+        if isinstance(limit, ReadMaxRows):
+            new = [tp for tp in latest if tp not in begin]
+            latest = limit_offsets({**self.lookup.earliest(new), **begin}, latest, limit.max_rows)
+        return offsets_to_json(latest)
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[OffsetRange]:
+        begin, until = offsets_from_json(start), offsets_from_json(end)
+        new = [tp for tp in until if tp not in begin]
+        new_starts = self.lookup.earliest(new)
+        for (t, p), offset in sorted(new_starts.items()):
+            if offset != 0:
+                report_data_loss(self.options, f"the new partition {t}-{p} starts at offset {offset}, not 0")
+        gone = sorted(tp for tp in begin if tp not in until)
+        if gone:
+            report_data_loss(self.options, f"partitions {_names(gone)} no longer exist")
+        ranges = []
+        for (t, p), end_offset in sorted(until.items()):
+            start_offset = begin.get((t, p), new_starts.get((t, p)))
+            if end_offset < start_offset:
+                report_data_loss(self.options, f"the offset of {t}-{p} went back from {start_offset} to {end_offset}")
+                continue
+            ranges.append(OffsetRange(t, p, start_offset, end_offset))
+        return split_ranges(ranges, self.options.min_partitions)
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the offsets live in the query's checkpoint, as with Spark's Kafka source."""

@@ -1,0 +1,293 @@
+"""The "odradek" sink: Spark's Kafka sink columns and options, batch writes, exactly-once streaming writes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import Row  # noqa: E402
+from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
+
+from odradek.spark.sink import (  # noqa: E402
+    HEADER_BATCH,
+    check_schema,
+    commit_batch,
+    read_sink_state,
+    write_streaming_task,
+)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        fut.result(30)
+
+
+def read_all(bootstrap: str, topic: str) -> list:
+    """Every record of every partition of the topic, as (partition, key, value, headers) tuples."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read-all", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        if meta.error is not None:
+            return []
+        out = []
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if low >= high:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            while True:
+                msg = consumer.poll(30)
+                assert msg is not None, f"timed out reading {topic}[{p}]"
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise AssertionError(str(msg.error()))
+                out.append((p, msg.key(), msg.value(), msg.headers() or []))
+                if msg.offset() + 1 >= high:
+                    break
+        return out
+    finally:
+        consumer.close()
+
+
+def values(records) -> list[bytes]:
+    return [r[2] for r in records]
+
+
+# --- schema checks (Spark's Kafka sink errors) ---
+
+def test_missing_value_column_is_an_error():
+    schema = StructType([StructField("key", StringType()), StructField("topic", StringType())])
+    with pytest.raises(ValueError, match="'value' not found"):
+        check_schema(schema, {})
+
+
+def test_missing_topic_column_and_option_is_an_error():
+    schema = StructType([StructField("value", StringType())])
+    with pytest.raises(ValueError, match="topic option required"):
+        check_schema(schema, {})
+    check_schema(schema, {"topic": "t"})
+
+
+# --- streaming task logic, driven directly (no Spark): the replay cases of exactly-once ---
+
+def stream_options(bootstrap: str, topic: str, sink_id: str) -> dict:
+    return {"kafka.bootstrap.servers": bootstrap, "topic": topic, "odradek.sink.id": sink_id}
+
+
+def rows(n: int, start: int = 0) -> list[Row]:
+    return [Row(key=f"k{i % 3}", value=f"v{i}") for i in range(start, start + n)]
+
+
+@pytest.fixture
+def commits_topic(shared_node):
+    from odradek.spark.sink import ensure_commits_topic
+
+    ensure_commits_topic({"bootstrap.servers": shared_node.bootstrap})
+
+
+def test_replay_of_a_committed_batch_writes_nothing(shared_node, commits_topic):
+    topic, sink = unique("committed"), unique("sink")
+    options = stream_options(shared_node.bootstrap, topic, sink)
+    msg = write_streaming_task(options, rows(5), batch_id=0, task=0)
+    assert msg.written == 5
+    commit_batch(options, 0)
+    assert read_sink_state({"bootstrap.servers": shared_node.bootstrap}, sink).last_committed == 0
+
+    replay = write_streaming_task(options, rows(5), batch_id=0, task=0)
+    assert (replay.written, replay.skipped) == (0, 5)
+    assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_replay_of_a_partly_written_uncommitted_batch_writes_only_the_missing_records(shared_node, commits_topic):
+    topic, sink = unique("partial"), unique("sink")
+    create_topic(shared_node.bootstrap, topic, partitions=3)
+    options = stream_options(shared_node.bootstrap, topic, sink)
+    # batch 0 committed; batch 1's first attempt died after writing 4 of its 10 records (no commit marker)
+    write_streaming_task(options, rows(3, start=100), batch_id=0, task=0)
+    commit_batch(options, 0)
+    batch = rows(10)
+    assert write_streaming_task(options, batch[:4], batch_id=1, task=0).written == 4
+    # the replay gets the same rows, possibly in another order (a shuffle read)
+    replay = write_streaming_task(options, list(reversed(batch)), batch_id=1, task=0)
+    assert (replay.written, replay.skipped) == (6, 4)
+    commit_batch(options, 1)
+
+    written = read_all(shared_node.bootstrap, topic)
+    assert sorted(values(written)) == sorted([f"v{i}".encode() for i in range(10)] +
+                                             [f"v{i}".encode() for i in range(100, 103)])
+    assert all(dict(h)[HEADER_BATCH] in (b"0", b"1") for _, _, _, h in written)
+
+
+def test_a_fully_written_uncommitted_batch_is_not_written_again(shared_node, commits_topic):
+    topic, sink = unique("full"), unique("sink")
+    options = stream_options(shared_node.bootstrap, topic, sink)
+    assert write_streaming_task(options, rows(6), batch_id=0, task=0).written == 6
+    replay = write_streaming_task(options, rows(6), batch_id=0, task=0)
+    assert (replay.written, replay.skipped) == (0, 6)
+
+
+def test_identical_records_in_one_batch_are_each_written_once(shared_node, commits_topic):
+    topic, sink = unique("identical"), unique("sink")
+    options = stream_options(shared_node.bootstrap, topic, sink)
+    same = [Row(key="k", value="same")] * 3
+    assert write_streaming_task(options, same[:2], batch_id=0, task=0).written == 2
+    assert write_streaming_task(options, same, batch_id=0, task=0).written == 1
+    assert values(read_all(shared_node.bootstrap, topic)) == [b"same"] * 3
+
+
+# --- a real driver killed with kill -9 mid-stream resumes from its checkpoint: no loss, no duplicates ---
+
+DRIVER = r'''
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
+from odradek.spark.sink import OdradekStreamWriter
+
+class Sink(DataSource):
+    @classmethod
+    def name(cls):
+        return "odradek_sink_only"
+    def streamWriter(self, schema, overwrite):
+        return OdradekStreamWriter(self.options, schema)
+
+bootstrap, topic, checkpoint = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.dataSource.register(Sink)
+query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 20).option("numPartitions", 2).load()
+         .selectExpr("cast(value % 7 as string) as key", "cast(value as string) as value")
+         .writeStream.format("odradek_sink_only").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic).option("checkpointLocation", checkpoint)
+         .trigger(processingTime="300 milliseconds").start())
+print("started", flush=True)
+query.awaitTermination()
+'''
+
+
+def test_driver_killed_with_kill_9_resumes_without_loss_or_duplicates(shared_node, tmp_path):
+    topic = unique("killed")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    checkpoint = tmp_path / "checkpoint"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+    def run_until(min_records: int) -> int:
+        proc = subprocess.Popen([sys.executable, str(script), shared_node.bootstrap, topic, str(checkpoint)],
+                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "driver.log", "ab"),
+                                env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                n = len(read_all(shared_node.bootstrap, topic))
+                if n >= min_records:
+                    return n
+                assert proc.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+                time.sleep(0.2)
+            raise AssertionError("driver made no progress:\n" + (tmp_path / "driver.log").read_text()[-3000:])
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the JVM and its Python workers, mid-batch
+            proc.wait()
+
+    first = run_until(30)
+    run_until(first + 40)
+    got = sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic)))
+    assert len(got) == len(set(got)), "duplicates after kill -9 and restart"
+    # every batch is complete and contiguous: batches 0..k wrote exactly the values 0..20(k+1)-1
+    sink_ids = {dict(h)["odradek.sink"] for _, _, _, h in read_all(shared_node.bootstrap, topic)}
+    assert len(sink_ids) == 1 and sink_ids.pop().startswith(b"checkpoint:" + str(checkpoint).encode() + b"#")
+    committed = read_sink_state({"bootstrap.servers": shared_node.bootstrap},
+                                dict(read_all(shared_node.bootstrap, topic)[0][3])["odradek.sink"].decode()).last_committed
+    assert committed >= 1
+    assert got[: 20 * (committed + 1)] == list(range(20 * (committed + 1))), "a record is missing"
+
+
+# --- through Spark: df.write / df.writeStream with format("odradek") ---
+
+def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
+    topic = unique("batch")
+    create_topic(shared_node.bootstrap, topic, partitions=3)
+    df = spark.createDataFrame(
+        [("k1", "v1", [("h", bytearray(b"x"))], 2), (None, "v2", [], 0)],
+        "key string, value string, headers array<struct<key:string,value:binary>>, partition int")
+    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
+        .option("topic", topic).mode("append").save()
+    got = sorted(read_all(shared_node.bootstrap, topic), key=lambda r: r[2])
+    assert got == [(2, b"k1", b"v1", [("h", b"x")]), (0, None, b"v2", [])]
+
+
+def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, shared_node):
+    a, b, forced = unique("col-a"), unique("col-b"), unique("forced")
+    df = spark.createDataFrame([(a, "1"), (b, "2")], "topic string, value binary".replace("binary", "string"))
+    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).mode("append").save()
+    assert values(read_all(shared_node.bootstrap, a)) == [b"1"]
+    assert values(read_all(shared_node.bootstrap, b)) == [b"2"]
+    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
+        .option("topic", forced).mode("append").save()
+    assert sorted(values(read_all(shared_node.bootstrap, forced))) == [b"1", b"2"]
+
+
+def test_write_without_value_column_fails(spark, shared_node):
+    df = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="value"):
+        df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
+            .option("topic", unique("novalue")).mode("append").save()
+
+
+def test_streaming_batch_replayed_after_its_commit_file_is_lost_is_not_written_twice(spark, shared_node, tmp_path):
+    """Spark replays the last batch whose commit file is missing: the sink's marker makes it a no-op."""
+    topic = unique("replayed")
+    checkpoint = tmp_path / "checkpoint"
+
+    def run_once():
+        query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).load()
+                 .selectExpr("cast(value as string) as value")
+                 .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
+                 .option("topic", topic).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return query
+
+    run_once()  # rate-micro-batch with availableNow: one batch, ids 0..9
+    assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == list(range(10))
+    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
+    last = [p for p in commits if p.name.isdigit()][-1]
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    last.unlink()  # as if the driver died between the sink's commit and Spark's commit log
+    run_once()
+    got = sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic)))
+    assert len(got) == len(set(got))
+    assert got == list(range(len(got)))
+
+
+def test_a_recreated_checkpoint_is_a_new_sink_whose_batches_are_written(spark, shared_node, tmp_path):
+    """Batch ids restart at 0 with a new checkpoint; the new query id keeps them from looking committed."""
+    import shutil
+
+    topic = unique("recreated")
+    checkpoint = tmp_path / "checkpoint"
+    for _ in range(2):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
+                 .selectExpr("cast(value as string) as value")
+                 .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
+                 .option("topic", topic).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+    assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == sorted(list(range(5)) * 2)
