@@ -25,6 +25,9 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -158,9 +161,6 @@ class OdradekBatchWriter(DataSourceWriter):
         kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
 
     def write(self, iterator: Iterator) -> OdradekCommitMessage:
-        from confluent_kafka import Producer
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         producer = Producer(producer_config(self.options))
         written = produce_all(producer, to_records(iterator, self.options))
@@ -213,7 +213,6 @@ def _begin_key(sink_id: str, task: int) -> bytes:
 
 
 def ensure_commits_topic(config: dict) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": config["bootstrap.servers"]})
     if COMMITS_TOPIC in admin.list_topics(timeout=_TIMEOUT_S).topics:
@@ -228,7 +227,6 @@ def ensure_commits_topic(config: dict) -> None:
 
 
 def _consumer(config: dict):
-    from confluent_kafka import Consumer
 
     return Consumer({**config, "group.id": "odradek-spark-sink", "enable.auto.commit": False,
                      "enable.partition.eof": True, "auto.offset.reset": "earliest"})
@@ -236,7 +234,6 @@ def _consumer(config: dict):
 
 def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> Iterator:
     """Every message of topic[partition] from start (inclusive) to end (exclusive)."""
-    from confluent_kafka import KafkaError, TopicPartition
 
     if start >= end:
         return
@@ -262,7 +259,6 @@ def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> I
 
 
 def read_sink_state(config: dict, sink_id: str) -> SinkState:
-    from confluent_kafka import TopicPartition
 
     consumer = _consumer(config)
     try:
@@ -288,7 +284,6 @@ def read_sink_state(config: dict, sink_id: str) -> SinkState:
 
 def _end_offsets(config: dict, topics: set[str]) -> dict[str, dict[str, int]]:
     """High watermarks of every partition of the topics (topics are created on demand when missing)."""
-    from confluent_kafka import TopicPartition
 
     consumer = _consumer(config)
     try:
@@ -311,7 +306,6 @@ def _end_offsets(config: dict, topics: set[str]) -> dict[str, dict[str, int]]:
 def _existing_record_ids(config: dict, sink_id: str, batch_id: int, task: int,
                          begin_offsets: dict[str, dict[str, int]], topics: set[str]) -> set[bytes]:
     """Record ids of this sink/batch/task already in the target topics since the begin record's offsets."""
-    from confluent_kafka import TopicPartition
 
     wanted = {HEADER_SINK: sink_id.encode(), HEADER_BATCH: str(batch_id).encode(), HEADER_TASK: str(task).encode()}
     ids: set[bytes] = set()
@@ -335,7 +329,6 @@ def _existing_record_ids(config: dict, sink_id: str, batch_id: int, task: int,
 
 
 def _append_marker(config: dict, key: bytes, value: dict) -> None:
-    from confluent_kafka import Producer
 
     producer = Producer(producer_config_from_client(config))
     produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
@@ -348,7 +341,6 @@ def producer_config_from_client(config: dict) -> dict:
 def write_streaming_task(options: dict, rows: Iterable, batch_id: int, task: int,
                          sink_id: str | None = None) -> OdradekCommitMessage:
     """One task of micro-batch `batch_id`: skip a committed batch, complete a partially written one."""
-    from confluent_kafka import Producer
 
     config = kafka_client_config(options)
     sink_id = sink_id or sink_id_from_options(options)
@@ -401,7 +393,6 @@ class OdradekStreamWriter(DataSourceStreamWriter):
         ensure_commits_topic(kafka_client_config(self.options))
 
     def write(self, iterator: Iterator) -> OdradekCommitMessage:
-        from pyspark import TaskContext
 
         ctx = TaskContext.get()
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)

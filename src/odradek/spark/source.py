@@ -168,10 +168,11 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     if min_partitions is None or len(ranges) >= min_partitions:
         return ranges
     sizes = {i: r.size for i, r in enumerate(ranges)}
-    parts = apportion(min_partitions, sizes, cap=sizes)
+    # every range keeps one part; the extra parts go to ranges by size, none to more parts than records
+    extra = apportion(min_partitions - len(ranges), sizes, cap={i: size - 1 for i, size in sizes.items()})
     result = []
     for i, r in enumerate(ranges):
-        count = max(parts[i], 1)
+        count = 1 + extra[i]
         start = r.start
         for j in range(count):
             end = r.start + r.size * (j + 1) // count
@@ -184,9 +185,9 @@ class OffsetLookup:
     """The driver's view of the cluster: which partitions a subscription covers and their offsets."""
 
     def __init__(self, client_config: dict):
-        self.admin = AdminClient(client_config)
         # Ranges end where a consumer of the same isolation level sees the log end (the LSO for read_committed).
         self.read_committed = client_config.get("isolation.level") == "read_committed"
+        self.admin = AdminClient({k: v for k, v in client_config.items() if k != "isolation.level"})
 
     def partitions(self, strategy) -> list[TopicPartition]:
         if isinstance(strategy, Assign):
@@ -297,6 +298,14 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
                                        f"{options.poll_timeout_s}s (kafkaConsumer.pollTimeoutMs)")
                 continue
             idle_since = time.monotonic()
+            if not [m for m in messages if m.error() is not None]:  # the usual case: records only
+                records = messages if messages[-1].offset() < r.end else [m for m in messages if m.offset() < r.end]
+                if len(records) < len(messages):
+                    position = r.end
+                if records:
+                    position = max(position, records[-1].offset() + 1)
+                    yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema)
+                continue
             records = []
             for message in messages:
                 error = message.error()
