@@ -19,11 +19,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-# Debian packages the tests drive (kcat, the librdkafka command-line client).
+# Debian packages the tests need: kcat (the librdkafka command-line client) and a Java 17+ runtime for Spark.
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
+	@MISSING=""; \
+	command -v kcat >/dev/null 2>&1 || MISSING="$$MISSING kcat"; \
+	command -v java >/dev/null 2>&1 || MISSING="$$MISSING openjdk-17-jre-headless"; \
+	[ -z "$$MISSING" ] || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$MISSING >/dev/null; }
 
 run: $(VENV)/.installed
 	@echo "Starting a single Odradek node on 127.0.0.1:$(PORT), data in $(DATA). Try, in another shell:"
