@@ -2,6 +2,7 @@
 
 import json
 import random
+from itertools import pairwise
 
 import pytest
 
@@ -128,6 +129,6 @@ def test_min_partitions_splits_the_biggest_ranges_and_keeps_every_offset():
     for p, (lo, hi) in {0: (0, 1000), 1: (50, 60)}.items():
         mine = sorted((r.start, r.end) for r in split if r.partition == p)
         assert mine[0][0] == lo and mine[-1][1] == hi
-        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+        assert all(a[1] == b[0] for a, b in pairwise(mine))
     assert split_ranges(ranges, None) == ranges[:2]
     assert len(split_ranges([OffsetRange("t", 0, 0, 3)], 10)) == 3

@@ -58,6 +58,8 @@ log = logging.getLogger("odradek.spark")
 # Topics a pattern subscription skips, as Kafka consumers exclude internal topics.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__odradek_spark_commits"})
 _ADMIN_TIMEOUT_S = 30.0
+# Marks the start of a query's first micro-batch (no topic can be named so).
+INITIAL_MARK = "@initial"
 _MESSAGES_PER_CONSUME = 10_000
 _CONSUME_WAIT_S = 0.05
 
@@ -129,7 +131,8 @@ def offsets_to_json(offsets: dict[TopicPartition, int]) -> dict:
 
 
 def offsets_from_json(value: dict) -> dict[TopicPartition, int]:
-    return {(topic, int(p)): int(o) for topic, partitions in value.items() for p, o in partitions.items()}
+    return {(topic, int(p)): int(o) for topic, partitions in value.items() if topic != INITIAL_MARK
+            for p, o in partitions.items()}
 
 
 def apportion(total: int, weights: dict, cap: dict | None = None) -> dict:
@@ -395,7 +398,8 @@ class OdradekBatchReader(DataSourceReader):
         return split_ranges(ranges, self.options.min_partitions)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.options, partition)
+        if isinstance(partition, OffsetRange):  # Spark passes a bare InputPartition when there are none
+            yield from read_range(self.options, partition)
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -419,9 +423,15 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._lookup
 
     def initialOffset(self) -> dict:
+        """The starting offsets, resolved now. Spark calls this again when it replays the first batch after a
+        crash, and "latest" (or a timestamp, after retention) then resolves differently; Spark's Kafka source
+        keeps the first answer in the checkpoint's sources/ directory, which a Python source cannot reach. So
+        the first micro-batch is empty: its end, these offsets, lands in the checkpoint's offset log, and a
+        replay of it reads nothing. The INITIAL_MARK key tells the first batch's start from any other."""
         tps = self.lookup.partitions(self.options.strategy)
-        return offsets_to_json(self.lookup.resolve(self.options.starting, tps, starting=True,
-                                                   no_match_is_latest=self.options.starting_by_timestamp_latest))
+        offsets = offsets_to_json(self.lookup.resolve(
+            self.options.starting, tps, starting=True, no_match_is_latest=self.options.starting_by_timestamp_latest))
+        return {INITIAL_MARK: True, **offsets}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger:
@@ -432,6 +442,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = self.lookup.latest(self.lookup.partitions(self.options.strategy))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if INITIAL_MARK in start:  # Spark runs a first batch even without data, and logs its end: the start
+            return {k: v for k, v in start.items() if k != INITIAL_MARK}
         begin = offsets_from_json(start)
         if self._available_now is not None:
             latest = dict(self._available_now)
@@ -447,6 +459,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._latest is None else offsets_to_json(self._latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[OffsetRange]:
+        if INITIAL_MARK in start:  # the first batch, or its replay from a fresh initialOffset: empty
+            return []
         begin, until = offsets_from_json(start), offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
         new_starts = self.lookup.earliest(new)
@@ -466,7 +480,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return split_ranges(ranges, self.options.min_partitions)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.options, partition)
+        if isinstance(partition, OffsetRange):  # Spark passes a bare InputPartition when there are none
+            yield from read_range(self.options, partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in the query's checkpoint, as with Spark's Kafka source."""
