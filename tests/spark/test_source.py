@@ -472,6 +472,23 @@ def test_streaming_from_json_offsets_then_new_records(spark, shared_node, tmp_pa
         query.stop()
 
 
+def test_streaming_from_timestamps_starts_at_the_first_offset_at_or_after_them(spark, shared_node, dataset,
+                                                                              tmp_path):
+    a = dataset.a
+    # partition p holds timestamps BASE + 1000 i + p: BASE + 7001 is offset 8 in partition 0, 7 in 1 and 2
+    df = load(spark.readStream, shared_node.bootstrap, subscribe=a, startingTimestamp=BASE_MS + 7001)
+    query = run_available_now(df, tmp_path / "global")
+    start = {0: 8, 1: 7, 2: 7}
+    assert rows(spark.table(query.name)) == expected(dataset.sent,
+                                                     lambda s: s.topic == a and s.offset >= start[s.partition])
+    by_partition = json.dumps({a: {"0": BASE_MS, "1": BASE_MS + 9001, "2": BASE_MS + 4002}})
+    df = load(spark.readStream, shared_node.bootstrap, subscribe=a, startingOffsetsByTimestamp=by_partition)
+    query = run_available_now(df, tmp_path / "by-partition")
+    start = {0: 0, 1: 9, 2: 4}
+    assert rows(spark.table(query.name)) == expected(dataset.sent,
+                                                     lambda s: s.topic == a and s.offset >= start[s.partition])
+
+
 # --- 6. maxOffsetsPerTrigger, 11. the checkpoint's offsets ---
 
 def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, shared_node, tmp_path):
