@@ -5,11 +5,8 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 pytest.importorskip("pyspark")
 
@@ -23,45 +20,7 @@ from odradek.spark.sink import (  # noqa: E402
     read_sink_state,
     write_streaming_task,
 )
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        fut.result(30)
-
-
-def read_all(bootstrap: str, topic: str) -> list:
-    """Every record of every partition of the topic, as (partition, key, value, headers) tuples."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read-all", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        if meta.error is not None:
-            return []
-        out = []
-        for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if low >= high:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            while True:
-                msg = consumer.poll(30)
-                assert msg is not None, f"timed out reading {topic}[{p}]"
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise AssertionError(str(msg.error()))
-                out.append((p, msg.key(), msg.value(), msg.headers() or []))
-                if msg.offset() + 1 >= high:
-                    break
-        return out
-    finally:
-        consumer.close()
+from tests.spark.topics import create_topic, read_all, unique  # noqa: E402
 
 
 def values(records) -> list[bytes]:

@@ -9,16 +9,17 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 pytest.importorskip("pyspark")
 pytest.importorskip("odradek.spark.datasource")
+
+from tests.spark.topics import create_topic, read_all, unique  # noqa: E402
 
 BASE_MS = 1_700_000_000_000
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
@@ -26,20 +27,12 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timesta
 
 # --- helpers: topics, producing with known offsets, reading results ---
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
 
 def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
 # The client must outlive its futures: a collected AdminClient fails them with _DESTROY.
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None) -> None:
-    client = admin(bootstrap)
-    for fut in client.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
-        fut.result(30)
 
 
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
@@ -109,35 +102,6 @@ def rows(df) -> list[tuple]:
 
 def expected(sent: list[Sent], keep=lambda s: True) -> list[tuple]:
     return sorted(s.row for s in sent if keep(s))
-
-
-def read_all(bootstrap: str, topic: str) -> list:
-    """Every record of every partition of the topic, as (partition, key, value, headers) tuples."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read-all", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        if meta.error is not None:
-            return []
-        out = []
-        for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if low >= high:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            while True:
-                msg = consumer.poll(30)
-                assert msg is not None, f"timed out reading {topic}[{p}]"
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise AssertionError(str(msg.error()))
-                out.append((p, msg.key(), msg.value(), msg.headers() or []))
-                if msg.offset() + 1 >= high:
-                    break
-        return out
-    finally:
-        consumer.close()
 
 
 def record_count(bootstrap: str, topic: str) -> int:
