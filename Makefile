@@ -39,6 +39,11 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev system-deps
 	$(BIN)/python -m pytest -q
 
+# Measurements, never part of `make test`: see benchmarks/ (each script's --help).
+bench: $(VENV)/.installed-dev system-deps
+	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/spark_read.py
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests
 
