@@ -43,6 +43,7 @@ test: $(VENV)/.installed-dev system-deps
 bench: $(VENV)/.installed-dev system-deps
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/spark_read.py
 
 lint: $(VENV)/.installed-dev

@@ -10,37 +10,17 @@ Prints the median of --runs runs of each.
 
 import argparse
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
+from brokers import Odradek
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.spark.options import SourceOptions
 from odradek.spark.source import OdradekBatchReader, read_range, source_schema
-
-
-def start_node() -> tuple[subprocess.Popen, str, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = tempfile.mkdtemp(prefix="odradek-bench-")
-    proc = subprocess.Popen([sys.executable, "-m", "odradek", "server", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                             "--set", f"log.dirs={data}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"127.0.0.1:{port}", data
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("node did not start")
 
 
 def fill(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> None:
@@ -84,10 +64,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
-    node = data = None
-    bootstrap = args.bootstrap_server
-    if bootstrap is None:
-        node, bootstrap, data = start_node()
+    node = None if args.bootstrap_server else Odradek()
+    bootstrap = args.bootstrap_server or node.bootstrap
     try:
         topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
         fill(bootstrap, topic, args.records, args.partitions, args.value_bytes)
@@ -116,9 +94,7 @@ def main() -> None:
         spark.stop()
     finally:
         if node is not None:
-            node.terminate()
-            node.wait()
-            shutil.rmtree(data, ignore_errors=True)
+            node.stop()
 
 
 if __name__ == "__main__":
