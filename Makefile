@@ -44,6 +44,7 @@ bench: $(VENV)/.installed-dev system-deps
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/latency.py
+	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py
 
 lint: $(VENV)/.installed-dev

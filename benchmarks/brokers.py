@@ -20,8 +20,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def process_tree_cpu_seconds(root_pid: int) -> float:
-    """User + system CPU seconds of a process and all its descendants, from /proc."""
+def _proc_stats() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, user + system clock ticks)} of every process, from /proc."""
     stats = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -31,14 +31,36 @@ def process_tree_cpu_seconds(root_pid: int) -> float:
             except OSError:
                 continue
             stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    wanted, total, frontier = {root_pid}, 0, [root_pid]
+    return stats
+
+
+def process_tree(root_pid: int, stats: dict | None = None) -> list[int]:
+    """A process and all its descendants."""
+    stats = stats if stats is not None else _proc_stats()
+    tree, frontier = [root_pid], [root_pid]
     while frontier:
         pid = frontier.pop()
-        total += stats.get(pid, (0, 0))[1]
-        children = [child for child, (ppid, _) in stats.items() if ppid == pid and child not in wanted]
-        wanted.update(children)
+        children = [child for child, (ppid, _) in stats.items() if ppid == pid and child not in tree]
+        tree.extend(children)
         frontier.extend(children)
-    return total / os.sysconf("SC_CLK_TCK")
+    return tree
+
+
+def process_tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of a process and all its descendants."""
+    stats = _proc_stats()
+    return sum(stats.get(pid, (0, 0))[1] for pid in process_tree(root_pid, stats)) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 class Broker:
@@ -46,21 +68,30 @@ class Broker:
 
     name = ""
 
-    def __init__(self):
+    def __init__(self, settings: dict[str, str] | None = None):
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+        self.settings = dict(settings or {})
+        self.start()
+
+    def start(self) -> float:
+        """Start the process; returns the seconds until it accepts connections."""
+        started = time.monotonic()
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while time.monotonic() < started + 120:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
+                return time.monotonic() - started
             except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not listen within 60 s")
+                time.sleep(0.02)
+        raise RuntimeError(f"{self.name} did not listen within 120 s")
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the broker's process tree."""
+        return sum(_rss(pid) for pid in process_tree(self.proc.pid))
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -72,22 +103,23 @@ class Broker:
     def cpu_seconds(self) -> float:
         return process_tree_cpu_seconds(self.proc.pid)
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
         os.killpg(self.proc.pid, signal.SIGTERM)
         try:
-            self.proc.wait(30)
+            self.proc.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        shutil.rmtree(self.data, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 class Odradek(Broker):
     name = "odradek"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "odradek", "server", "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--set", f"log.dirs={self.data}"]
+        settings = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": self.data, **self.settings}
+        return [sys.executable, "-m", "odradek", "server", *(a for k, v in settings.items() for a in ("--set", f"{k}={v}"))]
 
 
 class Tansu(Broker):
