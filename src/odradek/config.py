@@ -51,6 +51,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.retention.hours", "int", 168, "Retention in hours."),
     ConfigDef("log.retention.bytes", "long", -1, "Size of a partition past which old segments are deleted; -1: no limit.", "retention.bytes", False),
     ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention is applied."),
+    ConfigDef("log.initial.task.delay.ms", "long", 30000, "Delay after start before the first retention check."),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idempotent producer state is dropped after this long without writes."),
     ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", "file.delete.delay.ms", False),
     ConfigDef("log.cleanup.policy", "list", "delete", "delete, compact, or both.", "cleanup.policy", False),
@@ -58,6 +59,10 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before it can be compacted.", "min.compaction.lag.ms", False),
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a record stays ineligible for compaction.", "max.compaction.lag.ms", False),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio above which a log is compacted.", "min.cleanable.dirty.ratio", False),
+    ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner, which compacts topics with cleanup.policy=compact."),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's offset map (24 bytes a key): more keys than fit are compacted over several cleanings."),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, "How full the cleaner's offset map may get."),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "How long the cleaner sleeps when no log needs cleaning."),
     ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Records appended before an fsync; the default leaves flushing to the OS.", "flush.messages", False),
     ConfigDef("log.flush.interval.ms", "long", None, "Age of unflushed data before an fsync; the default leaves flushing to the OS.", "flush.ms", False),
     ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files.", "preallocate", False),
@@ -82,6 +87,10 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
+
+# Test-only settings, not part of the reference: Kafka's internal.segment.bytes (segments below the
+# 1 MiB floor of segment.bytes), passed to every topic's LogConfig.
+INTERNAL_SETTINGS = ("internal.segment.bytes",)
 
 TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_MAX_LENGTH = 249
@@ -160,7 +169,8 @@ class BrokerConfig:
         for definition in BROKER_CONFIGS:
             raw = self.explicit.get(definition.name)
             self.values[definition.name] = definition.default if raw is None else _convert(definition, raw)
-        self.unknown = sorted(name for name in self.explicit if name not in BROKER_CONFIG_BY_NAME)
+        self.unknown = sorted(name for name in self.explicit
+                              if name not in BROKER_CONFIG_BY_NAME and name not in INTERNAL_SETTINGS)
         self._validate()
 
     @classmethod
@@ -222,6 +232,9 @@ class BrokerConfig:
         defaults["segment.ms"] = str(self.roll_ms)
         if self.values["log.flush.interval.ms"] is None:
             defaults["flush.ms"] = str(LONG_MAX)
+        for name in INTERNAL_SETTINGS:
+            if name in self.explicit:
+                defaults[name] = self.explicit[name]
         return defaults
 
     @property

@@ -60,6 +60,7 @@ from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage
 from odradek.network.server import KafkaServer
 from odradek.protocol.errors import KafkaError
 from odradek.storage.checkpoint import write_atomic
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
 from odradek.uuid_text import uuid_from_text, uuid_to_text
@@ -158,7 +159,8 @@ class Node:
         self.node_id = config.node_id
         self.cluster_id = format_storage(config)
         self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()),
-                                      retention_check_interval_ms=config["log.retention.check.interval.ms"])
+                                      retention_check_interval_ms=config["log.retention.check.interval.ms"],
+                                      initial_task_delay_ms=config["log.initial.task.delay.ms"])
         self.replicas = ReplicaManager(self.log_manager)
         self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
@@ -168,6 +170,8 @@ class Node:
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
             for key, low, high, handler in ROUTES])
         self.servers: list[KafkaServer] = []
+        self.cleaner: LogCleaner | None = None
+        self._cleaning: asyncio.Task | None = None
         self._started = False
 
     # start-up and shutdown
@@ -188,6 +192,12 @@ class Node:
             await server.start()
             self.servers.append(server)
         self._maintenance = asyncio.create_task(self._maintain())
+        if self.config["log.cleaner.enable"]:
+            self.cleaner = LogCleaner(self.log_manager, CleanerConfig(
+                dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
+                load_factor=self.config["log.cleaner.io.buffer.load.factor"],
+                backoff_ms=self.config["log.cleaner.backoff.ms"]))
+            self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
         addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.servers)
         log.info("Odradek node %d of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
                  self.node_id, self.cluster_id, time.monotonic() - started, len(image.topics),
@@ -195,6 +205,13 @@ class Node:
 
     async def stop(self) -> None:
         self._maintenance.cancel()
+        if self._cleaning is not None:
+            self.cleaner.stop()  # a cleaning under way in its thread gives up at its next batch
+            self._cleaning.cancel()
+            try:
+                await self._cleaning
+            except asyncio.CancelledError:
+                pass
         for server in self.servers:
             await server.close()
         self.groups.stop()

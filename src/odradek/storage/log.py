@@ -125,7 +125,7 @@ class PartitionLog:
 
     def _new_roll_jitter(self) -> None:
         jitter = self.config.segment_jitter_ms
-        self._roll_jitter_ms = random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
+        self._roll_jitter_ms = random.randrange(min(jitter, self.config.max_segment_ms)) if jitter > 0 else 0
 
     # ---- loading and recovery
 
@@ -368,7 +368,7 @@ class PartitionLog:
         else:
             waited = now_ms - segment.created_ms
         if (segment.size + size > config.segment_bytes
-                or waited > config.segment_ms - self._roll_jitter_ms
+                or waited > config.max_segment_ms - self._roll_jitter_ms
                 or segment.offset_index.is_full or segment.time_index.is_full
                 or self.log_end_offset + last_offset_delta - segment.base_offset > INT32_MAX):
             self.roll(now_ms)
@@ -438,7 +438,8 @@ class PartitionLog:
         if offset == end or offset >= max_offset:
             return None
         for segment in self.segments[self._segment_index(offset):]:
-            if offset < segment.next_offset:
+            # an empty segment (the cleaner removed all its records) holds nothing to return: look further
+            if offset < segment.next_offset and segment.size:
                 return segment.read(offset, max_bytes, max_offset, min_one_batch)
         return None
 
@@ -512,12 +513,52 @@ class PartitionLog:
             self._pending_deletes.append([segment, None])
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
 
+    def replace_segments(self, old: list[LogSegment], base: int, now_ms: int) -> bool:
+        """Install the cleaner's `<base>.log.cleaned` (and indexes) in place of the consecutive closed
+        segments `old`; False (nothing changed) if they are no longer all in the log.
+
+        Crash-safe order, as Kafka's replaceSegments: `.cleaned` -> `.swap`; the old segments -> `.deleted`
+        (their files go after file.delete.delay.ms, so FileRegions in flight stay readable); `.swap` ->
+        `.log`. A crash at any point leaves either the old segments or a `.swap` that `_complete_swaps`
+        installs on the next open.
+        """
+        try:
+            first = next(i for i, segment in enumerate(self.segments) if segment is old[0])
+        except StopIteration:
+            return False
+        if (self.segments[first:first + len(old)] != old or first + len(old) >= len(self.segments)
+                or any(segment.deleted for segment in old) or old[0].base_offset != base):
+            return False
+        directory = self.directory
+        cleaned = os.path.join(directory, file_name(base, LOG_SUFFIX + CLEANED_SUFFIX))
+        swap = os.path.join(directory, file_name(base, LOG_SUFFIX + SWAP_SUFFIX))
+        os.rename(cleaned, swap)
+        checkpoint.fsync_dir(directory)
+        for segment in old:
+            segment.mark_deleted()
+            self._pending_deletes.append([segment, None])
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            os.rename(os.path.join(directory, file_name(base, suffix + CLEANED_SUFFIX)),
+                      os.path.join(directory, file_name(base, suffix)))
+        os.rename(swap, os.path.join(directory, file_name(base, LOG_SUFFIX)))
+        checkpoint.fsync_dir(directory)
+        segment = LogSegment(directory, base, index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
+        try:
+            segment.load()
+        except SegmentCorrupt as exc:
+            log.warning("%s: %s; rebuilding it from the log", segment.log_path, exc)
+            segment.recover(self.config.index_interval_bytes)
+        segment.release_index_files()
+        self.segments[first:first + len(old)] = [segment]
+        self._bases = [s.base_offset for s in self.segments]
+        return True
+
     def _apply_retention(self, now_ms: int) -> None:
         """retention.ms and retention.bytes, as Kafka's deleteOldSegments (cleanup.policy=delete)."""
         config = self.config
         if config.retention_ms >= 0:
             cutoff = now_ms - config.retention_ms
-            self._delete_while(lambda segment: _largest_timestamp(segment) < cutoff, now_ms,
+            self._delete_while(lambda segment: largest_timestamp(segment) < cutoff, now_ms,
                                f"retention.ms {config.retention_ms} passed")
         if config.retention_bytes >= 0:
             excess = [self.size_in_bytes() - config.retention_bytes]
@@ -590,7 +631,7 @@ class PartitionLog:
         config = self.config
         segment = self.active
         if (segment.size and not segment.failed
-                and now_ms - segment.created_ms > config.segment_ms - self._roll_jitter_ms):
+                and now_ms - segment.created_ms > config.max_segment_ms - self._roll_jitter_ms):
             self.roll(now_ms)
         if self.log_end_offset > self.recovery_point and now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
@@ -633,7 +674,7 @@ class PartitionLog:
                 f"end={self.log_end_offset}, hw={self._high_watermark}, segments={len(self.segments)})")
 
 
-def _largest_timestamp(segment: LogSegment) -> int:
+def largest_timestamp(segment: LogSegment) -> int:
     """Kafka's LogSegment.largestTimestamp: the largest record timestamp, else the file's mtime."""
     if segment.max_timestamp != NO_TIMESTAMP:
         return segment.max_timestamp

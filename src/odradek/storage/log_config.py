@@ -143,6 +143,13 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs: a compacted log also rolls by max.compaction.lag.ms, so the cleaner can reach it."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
