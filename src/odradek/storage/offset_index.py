@@ -30,18 +30,20 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY_SIZE)
-        self._fd: int | None = None
 
-    def _open(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self._fd
+    # No descriptor is kept: a node with tens of thousands of segments would run out of them, and an entry
+    # is written only every index.interval.bytes of log, so opening the file for it costs little.
+    def _open(self, flags: int = 0) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
 
     def _write(self, data: bytes) -> None:
-        fd = self._open()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        fd = self._open(os.O_APPEND)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
 
     def _read_file(self) -> bytes:
         try:
@@ -51,15 +53,24 @@ class IndexFile:
             return b""
 
     def _truncate_file(self, entries: int) -> None:
-        os.ftruncate(self._open(), entries * self.ENTRY_SIZE)
+        fd = self._open()
+        try:
+            os.ftruncate(fd, entries * self.ENTRY_SIZE)
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
-        os.fsync(self._open())
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # no entry was ever written: nothing to make durable
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Nothing is held open (see _open)."""
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)
