@@ -161,10 +161,13 @@ class Node:
         self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()),
                                       retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                       initial_task_delay_ms=config["log.initial.task.delay.ms"])
+        self.log_manager.on_dir_failure = self._on_log_dir_failure
         self.replicas = ReplicaManager(self.log_manager)
+        self.metadata_dir = os.path.abspath(config.log_dirs[0])
+        self.halted = asyncio.Event()  # set when the node cannot go on: _serve then stops it with status 1
         self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
-        self.controller = Controller(config, os.path.join(config.log_dirs[0], METADATA_DIR), self.cluster_id,
+        self.controller = Controller(config, os.path.join(self.metadata_dir, METADATA_DIR), self.cluster_id,
                                      self._on_records)
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
@@ -239,17 +242,38 @@ class Node:
             if topic is None or existing.partition not in topic.partitions:
                 log.info("Deleting %s-%d: its topic no longer exists", existing.topic, existing.partition)
                 self.log_manager.delete(existing.topic, existing.partition)
+        existing_only = bool(self.log_manager.offline_dirs)
         for topic in image.topics.values():
             for index in topic.partitions:
-                self._host(topic, index)
+                self._host(topic, index, existing_only=existing_only)
 
-    def _host(self, topic: TopicImage, index: int) -> None:
+    def _on_log_dir_failure(self, log_dir: str, partitions: list[tuple[str, int]]) -> None:
+        self.replicas.on_dir_failure(partitions)
+        if log_dir == self.metadata_dir:
+            reason = f"the metadata log's dir {log_dir} failed"
+        elif not self.log_manager.online_dirs():
+            reason = "every log dir failed"
+        else:
+            return
+        log.critical("Stopping the node: %s", reason)  # as Kafka halts: nothing left to serve safely
+        self.halted.set()
+
+    def _host(self, topic: TopicImage, index: int, *, existing_only: bool = False) -> None:
+        """Serve a partition of this node; with existing_only (start-up while a log dir is offline), a log
+        not found is taken to be in the offline dir instead of being created empty elsewhere."""
         partition = topic.partitions[index]
-        if self.node_id not in partition.replicas:
+        if self.node_id not in partition.replicas or self.log_manager.is_offline(topic.name, index):
             return
         log_ = self.log_manager.get(topic.name, index)
+        if log_ is None and existing_only:
+            self.log_manager.mark_unavailable(topic.name, index)
+            return
         if log_ is None:
-            log_ = self.log_manager.create(topic.name, index, self.controller.log_config(topic), topic.topic_id)
+            try:
+                log_ = self.log_manager.create(topic.name, index, self.controller.log_config(topic), topic.topic_id)
+            except KafkaError as exc:
+                log.error("Cannot host %s-%d: %s", topic.name, index, exc)
+                return
         log_.producer_id_expiration_ms = self.config["producer.id.expiration.ms"]
         self.replicas.host(topic.name, index, log_, partition.leader_epoch, partition.isr)
 
@@ -304,15 +328,19 @@ def configure_logging() -> None:
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig) -> int:
     node = Node(config)
     await node.start()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    await stopping.wait()
+    waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(node.halted.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for wait in waits:
+        wait.cancel()
     await node.stop()
+    return 1 if node.halted.is_set() else 0
 
 
 def raise_open_file_limit() -> None:
@@ -331,11 +359,10 @@ def run_server(config_file: str | None, overrides: list[str]) -> int:
         config = BrokerConfig.load(config_file, overrides)
         import uvloop
 
-        uvloop.run(_serve(config))
+        return uvloop.run(_serve(config))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0

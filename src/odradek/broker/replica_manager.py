@@ -3,6 +3,9 @@
 On a single node every partition is led here and its in-sync replica set is just this node, so the high
 watermark follows the log end offset as soon as an append is written. Fetches that cannot be answered yet
 wait in the purgatory, keyed by partition, and are woken by appends to the partitions they read.
+
+An I/O error while serving a partition takes its whole log dir offline (LogManager.fail_dir); from then on
+that dir's partitions answer KAFKA_STORAGE_ERROR and the fetches waiting on them are woken to say so.
 """
 
 from __future__ import annotations
@@ -88,11 +91,23 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self.log_manager.is_offline(topic, index):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{index} is offline")
         return partition
+
+    def on_dir_failure(self, keys: list[tuple[str, int]]) -> None:
+        """Wake the fetches waiting on partitions that just went offline, so they answer at once."""
+        for key in keys:
+            self._wake(key)
+
+    def _storage_failed(self, partition: Partition, exc: OSError) -> KafkaError:
+        self.log_manager.fail_dir_of(partition.log, exc)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{partition.topic}-{partition.index}: {exc.strerror or exc}")
 
     # produce
 
     def append(self, topic: str, index: int, records, required_acks: int) -> ProduceResult:
+        partition = None
         try:
             partition = self.partition(topic, index)
             if records is None or len(records) == 0:
@@ -105,7 +120,7 @@ class ReplicaManager:
         except KafkaError as exc:
             return ProduceResult(exc.code, message=exc.message)
         except OSError as exc:
-            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._storage_failed(partition, exc).message)
         # Single replica: the ISR is this node, so the high watermark moves with the log end offset.
         partition.log.high_watermark = partition.log.log_end_offset
         self._wake((topic, index))
@@ -119,15 +134,17 @@ class ReplicaManager:
             partition = self.partition(topic, index)
             partition.check_leader_epoch(current_leader_epoch)
             log = partition.log
-            region = log.read(fetch_offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch)
+            try:
+                region = log.read(fetch_offset, max_bytes, max_offset=log.high_watermark,
+                                  min_one_batch=min_one_batch)
+            except OSError as exc:
+                raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
             partition = self.partitions.get((topic, index))
-            if partition is None:
+            if partition is None or exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 return FetchRead(exc.code)
             log = partition.log
             return FetchRead(exc.code, log.high_watermark, log.high_watermark, log.log_start_offset)
-        except OSError:
-            return FetchRead(ErrorCode.KAFKA_STORAGE_ERROR)
         return FetchRead(ErrorCode.NONE, log.high_watermark, log.high_watermark, log.log_start_offset, region)
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
@@ -176,7 +193,10 @@ class ReplicaManager:
             return -1, -1, -1  # no tiered storage: nothing is pending upload or tiered
         if timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-        found = log.offset_for_timestamp(timestamp)
+        try:
+            found = log.offset_for_timestamp(timestamp)
+        except OSError as exc:
+            raise self._storage_failed(partition, exc) from exc
         if found is None or found[0] >= log.high_watermark:
             return -1, -1, -1
         return found[1], found[0], epoch
@@ -189,4 +209,7 @@ class ReplicaManager:
         if offset < 0 or offset > log.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"offset {offset} is outside the partition's range 0..{log.high_watermark}")
-        return log.delete_records_before(offset)
+        try:
+            return log.delete_records_before(offset)
+        except OSError as exc:
+            raise self._storage_failed(partition, exc) from exc

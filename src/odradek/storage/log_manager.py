@@ -4,6 +4,10 @@ Per log dir: a `.lock` file held with flock while the node runs; `recovery-point
 `log-start-offset-checkpoint` and `replication-offset-checkpoint` (high watermarks), written atomically;
 `.kafka_cleanshutdown`, written last by close() and removed (durably) by load(): a log dir without it
 was not shut down cleanly and its logs are recovered from their recovery points on.
+
+A log dir whose I/O fails (a full disk, a dying device) goes offline as a whole, as in Kafka: its logs are
+closed without another write, their partitions answer KAFKA_STORAGE_ERROR, and nothing in that dir is
+touched again until the node restarts and recovers it. The other dirs keep serving.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 
-from odradek.protocol.errors import KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import checkpoint
 from odradek.storage.log import PartitionLog, parse_partition_dir
 from odradek.storage.log_config import LogConfig
@@ -50,74 +54,124 @@ class LogManager:
         self._pending_dir_deletes: list[list] = []  # [log, renamed dir, due_ms or None]
         self._last_checkpoint_ms: int | None = None
         self._locks: list[int] = []
+        self.offline_dirs: dict[str, str] = {}  # log dir -> why it went offline
+        self._offline_logs: dict[tuple[str, int], PartitionLog] = {}
+        self.on_dir_failure: Callable[[str, list[tuple[str, int]]], None] | None = None
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            self._locks.append(_lock(log_dir))
+            try:
+                os.makedirs(log_dir, exist_ok=True)
+                self._locks.append(_lock(log_dir))
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise OSError(f"no usable log dir: {self.offline_dirs}")
 
     # ---- loading
 
     def load(self, topic_configs: Callable[[str], LogConfig | None], now_ms: int) -> None:
         """Open every partition dir found, recovering those of log dirs not shut down cleanly."""
-        for log_dir in self.log_dirs:
-            clean = checkpoint.has_clean_shutdown_marker(log_dir)
-            recovery_points = checkpoint.OffsetCheckpointFile(
-                os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT)).read_or_empty()
-            start_offsets = checkpoint.OffsetCheckpointFile(
-                os.path.join(log_dir, checkpoint.LOG_START_OFFSET_CHECKPOINT)).read_or_empty()
-            high_watermarks = checkpoint.OffsetCheckpointFile(
-                os.path.join(log_dir, checkpoint.HIGH_WATERMARK_CHECKPOINT)).read_or_empty()
-            warned = clean
-            for name in sorted(os.listdir(log_dir)):
-                path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
-                    if name.endswith(checkpoint.TMP_SUFFIX):
-                        os.unlink(path)  # an interrupted checkpoint write
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    log.info("removing %s, a partition deleted before the last shutdown", path)
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                if name.endswith((STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
-                    continue
-                parsed = parse_partition_dir(name)
-                if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
-                    continue
-                if parsed in self._logs:
-                    raise RuntimeError(f"partition {parsed[0]}-{parsed[1]} exists in both "
-                                       f"{self._dir_of[parsed]} and {log_dir}")
-                if not warned:
-                    log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
-                    warned = True
-                config = topic_configs(parsed[0]) or self.default_config
-                partition_log = PartitionLog(
-                    path, config, now_ms=now_ms, recovery_point=recovery_points.get(parsed, 0),
-                    log_start_offset=start_offsets.get(parsed, 0), high_watermark=high_watermarks.get(parsed, 0),
-                    clean_shutdown=clean, topic=parsed[0], partition=parsed[1])
-                self._logs[parsed] = partition_log
-                self._dir_of[parsed] = log_dir
-            # from here on a crash must be seen as unclean
-            checkpoint.remove_clean_shutdown_marker(log_dir)
+        for log_dir in self.online_dirs():
+            try:
+                self._load_dir(log_dir, topic_configs, now_ms)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         self.checkpoint()
         self._last_checkpoint_ms = now_ms
         self._next_retention_check_ms = now_ms + self.initial_task_delay_ms
 
+    def _load_dir(self, log_dir: str, topic_configs: Callable[[str], LogConfig | None], now_ms: int) -> None:
+        clean = checkpoint.has_clean_shutdown_marker(log_dir)
+        recovery_points = checkpoint.OffsetCheckpointFile(
+            os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT)).read_or_empty()
+        start_offsets = checkpoint.OffsetCheckpointFile(
+            os.path.join(log_dir, checkpoint.LOG_START_OFFSET_CHECKPOINT)).read_or_empty()
+        high_watermarks = checkpoint.OffsetCheckpointFile(
+            os.path.join(log_dir, checkpoint.HIGH_WATERMARK_CHECKPOINT)).read_or_empty()
+        warned = clean
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                if name.endswith(checkpoint.TMP_SUFFIX):
+                    os.unlink(path)  # an interrupted checkpoint write
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing %s, a partition deleted before the last shutdown", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith((STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                continue
+            parsed = parse_partition_dir(name)
+            if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
+                continue
+            if parsed in self._logs:
+                raise RuntimeError(f"partition {parsed[0]}-{parsed[1]} exists in both "
+                                   f"{self._dir_of[parsed]} and {log_dir}")
+            if not warned:
+                log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
+                warned = True
+            config = topic_configs(parsed[0]) or self.default_config
+            partition_log = PartitionLog(
+                path, config, now_ms=now_ms, recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=start_offsets.get(parsed, 0), high_watermark=high_watermarks.get(parsed, 0),
+                clean_shutdown=clean, topic=parsed[0], partition=parsed[1])
+            self._logs[parsed] = partition_log
+            self._dir_of[parsed] = log_dir
+        # from here on a crash must be seen as unclean
+        checkpoint.remove_clean_shutdown_marker(log_dir)
+
     # ---- partitions
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a partition, if it is on an online log dir."""
         return self._logs.get((topic, partition))
 
     def logs(self) -> Iterable[PartitionLog]:
+        """Every log on an online log dir."""
         return list(self._logs.values())
 
     def dir_of(self, partition_log: PartitionLog) -> str:
         return self._dir_of[(partition_log.topic, partition_log.partition)]
 
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._offline_logs
+
     def dir_sizes(self) -> dict[str, dict[tuple[str, int], int]]:
-        """For DescribeLogDirs: per log dir, the size in bytes of each partition it holds."""
-        sizes: dict[str, dict[tuple[str, int], int]] = {log_dir: {} for log_dir in self.log_dirs}
+        """For DescribeLogDirs: per online log dir, the size in bytes of each partition it holds."""
+        sizes: dict[str, dict[tuple[str, int], int]] = {log_dir: {} for log_dir in self.online_dirs()}
         for key, partition_log in self._logs.items():
             sizes[self._dir_of[key]][key] = partition_log.size_in_bytes()
         return sizes
+
+    # ---- failures
+
+    def fail_dir(self, log_dir: str, error: BaseException) -> None:
+        """Take a log dir offline after an I/O error in it: close its logs without writing, stop using it."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs[log_dir] = str(error)
+        failed = [key for key, owner in self._dir_of.items() if owner == log_dir and key in self._logs]
+        log.error("log dir %s is offline after an I/O error (%s); its %d partitions answer KAFKA_STORAGE_ERROR "
+                  "until the node restarts", log_dir, error, len(failed))
+        for key in failed:
+            partition_log = self._logs.pop(key)
+            self._offline_logs[key] = partition_log
+            try:
+                partition_log.abandon()
+            except OSError:
+                pass  # the dir is failing: its files are left to recovery at the next start
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir, failed)
+
+    def fail_dir_of(self, partition_log: PartitionLog, error: BaseException) -> None:
+        self.fail_dir(self.dir_of(partition_log), error)
+
+    def mark_unavailable(self, topic: str, partition: int) -> None:
+        """A partition hosted here whose log was not found while a log dir is offline: it may well be in that
+        dir, so it is served as offline rather than re-created empty in another dir."""
+        self._offline_logs.setdefault((topic, partition), None)
 
     def create(self, topic: str, partition: int, config: LogConfig, topic_id: bytes, *,
                now_ms: int | None = None) -> PartitionLog:
@@ -132,17 +186,27 @@ class LogManager:
                 raise RuntimeError(f"{existing.directory} belongs to another topic id than the one being created")
             existing.update_config(config)
             return existing
-        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        if key in self._offline_logs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{partition} is offline")
+        online = self.online_dirs()
+        if not online:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log dir is offline")
+        counts = {log_dir: 0 for log_dir in online}
         for owner in self._dir_of.values():
-            counts[owner] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            if owner in counts:
+                counts[owner] += 1
+        log_dir = min(online, key=lambda d: counts[d])
         path = os.path.join(log_dir, f"{topic}-{partition}")
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
-        # a leftover directory of that name is recovered, not trusted
-        partition_log = PartitionLog(path, config, now_ms=now_ms, clean_shutdown=not os.path.exists(path),
-                                     topic=topic, partition=partition, topic_id=topic_id)
-        checkpoint.fsync_dir(log_dir)
+        try:
+            # a leftover directory of that name is recovered, not trusted
+            partition_log = PartitionLog(path, config, now_ms=now_ms, clean_shutdown=not os.path.exists(path),
+                                         topic=topic, partition=partition, topic_id=topic_id)
+            checkpoint.fsync_dir(log_dir)
+        except OSError as exc:
+            self.fail_dir(log_dir, exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {path} failed: {exc.strerror}") from exc
         self._logs[key] = partition_log
         self._dir_of[key] = log_dir
         return partition_log
@@ -154,9 +218,9 @@ class LogManager:
         handed to the network layer can still be sent.
         """
         key = (topic, partition)
-        partition_log = self._logs.pop(key, None)
-        if partition_log is None:
-            return
+        if self._offline_logs.pop(key, None) is not None or key not in self._logs:
+            return  # in an offline dir: the next start finds the topic gone and deletes it then
+        partition_log = self._logs.pop(key)
         log_dir = self._dir_of.pop(key)
         renamed = os.path.join(log_dir, delete_dir_name(topic, partition))
         os.rename(partition_log.directory, renamed)
@@ -169,17 +233,23 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir, atomically."""
-        for log_dir in self.log_dirs:
-            owned = {key: self._logs[key] for key, owner in self._dir_of.items() if owner == log_dir}
-            for file_name, value in ((checkpoint.RECOVERY_POINT_CHECKPOINT, lambda p: p.recovery_point),
-                                     (checkpoint.LOG_START_OFFSET_CHECKPOINT, lambda p: p.log_start_offset),
-                                     (checkpoint.HIGH_WATERMARK_CHECKPOINT, lambda p: p.high_watermark)):
-                checkpoint.OffsetCheckpointFile(os.path.join(log_dir, file_name)).write(
-                    {key: value(p) for key, p in owned.items()})
+        for log_dir in self.online_dirs():
+            owned = {key: log_ for key, log_ in self._logs.items() if self._dir_of[key] == log_dir}
+            try:
+                for file_name, value in ((checkpoint.RECOVERY_POINT_CHECKPOINT, lambda p: p.recovery_point),
+                                         (checkpoint.LOG_START_OFFSET_CHECKPOINT, lambda p: p.log_start_offset),
+                                         (checkpoint.HIGH_WATERMARK_CHECKPOINT, lambda p: p.high_watermark)):
+                    checkpoint.OffsetCheckpointFile(os.path.join(log_dir, file_name)).write(
+                        {key: value(p) for key, p in owned.items()})
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def flush(self) -> None:
-        for partition_log in self._logs.values():
-            partition_log.flush()
+        for partition_log in self.logs():
+            try:
+                partition_log.flush()
+            except OSError as exc:
+                self.fail_dir_of(partition_log, exc)
 
     def maintain(self, now_ms: int) -> None:
         """Each log's maintenance (retention every retention_check_interval_ms, the first one
@@ -190,10 +260,14 @@ class LogManager:
         retention = now_ms >= self._next_retention_check_ms
         if retention:
             self._next_retention_check_ms = now_ms + self.retention_check_interval_ms
-        for partition_log in list(self._logs.values()):
+        for partition_log in self.logs():
+            if (partition_log.topic, partition_log.partition) not in self._logs:
+                continue  # its dir went offline during this pass
             try:
                 partition_log.maintain(now_ms, enforce_retention=retention)
-            except (OSError, KafkaError):
+            except OSError as exc:
+                self.fail_dir_of(partition_log, exc)
+            except KafkaError:
                 log.exception("maintenance of %s-%d failed", partition_log.topic, partition_log.partition)
         self._delete_due_dirs(now_ms)
         if self._last_checkpoint_ms is None or now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
@@ -215,7 +289,7 @@ class LogManager:
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker of each dir."""
-        unclean: set[str] = set()
+        unclean: set[str] = set(self.offline_dirs)
         for key, partition_log in self._logs.items():
             try:
                 partition_log.close()
@@ -225,9 +299,12 @@ class LogManager:
                 unclean.add(self._dir_of[key])
         self._delete_due_dirs(None)
         self.checkpoint()
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             if log_dir not in unclean:
-                checkpoint.write_clean_shutdown_marker(log_dir)
+                try:
+                    checkpoint.write_clean_shutdown_marker(log_dir)
+                except OSError:
+                    log.exception("%s will be recovered at the next start", log_dir)
         for fd in self._locks:
             os.close(fd)
         self._locks = []

@@ -1,5 +1,6 @@
 """FindCoordinator and the classic consumer group APIs, answered by the group coordinator."""
 
+from odradek.broker.group_service import OFFSETS_TOPIC
 from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.broker.replica_manager import now_ms
 from odradek.protocol.errors import ErrorCode
@@ -21,6 +22,9 @@ def handle_find_coordinator(broker, ctx, request: dict) -> dict:
             found.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}")
         elif not broker.groups.ensure_offsets_topic():
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the offsets topic is unavailable")
+        elif broker.log_manager.is_offline(OFFSETS_TOPIC, broker.groups.core.partition_for(key)):
+            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         error_message="the group's offsets partition is on an offline log dir")
         else:
             found.update(node_id=endpoint["node_id"], host=endpoint["host"], port=endpoint["port"])
         return found

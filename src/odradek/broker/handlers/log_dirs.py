@@ -1,4 +1,5 @@
-"""DescribeLogDirs: each log directory with the size of every partition it holds."""
+"""DescribeLogDirs: each log directory with the size of every partition it holds; an offline one with
+KAFKA_STORAGE_ERROR and no partitions."""
 
 import os
 from collections import defaultdict
@@ -19,6 +20,10 @@ def handle_describe_log_dirs(broker, ctx, request: dict) -> dict:
              "is_future_key": False})
     results = []
     for directory, topics in by_dir.items():
+        if directory in broker.log_manager.offline_dirs:
+            results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": directory, "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         try:
             stats = os.statvfs(directory)
             total, usable, error = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize, ErrorCode.NONE

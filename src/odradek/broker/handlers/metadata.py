@@ -1,4 +1,8 @@
-"""Metadata and DescribeTopicPartitions: brokers, topics, partitions and leaders from the metadata image."""
+"""Metadata and DescribeTopicPartitions: brokers, topics, partitions and leaders from the metadata image.
+
+A partition whose log dir is offline on this node has no leader (LEADER_NOT_AVAILABLE, this node among its
+offline replicas), as Kafka reports it once the controller has moved leadership off a failed dir.
+"""
 
 from odradek.config import validate_topic_name
 from odradek.protocol.errors import ErrorCode
@@ -12,7 +16,7 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
     image = broker.controller.image
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_describe(topic) for topic in image.topics.values()]
+        topics = [_describe(broker, topic) for topic in image.topics.values()]
     else:
         allow_auto_create = request.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
         topics = []
@@ -20,14 +24,14 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
             name = entry.get("name")
             if name is None:
                 topic = image.topics_by_id.get(entry.get("topic_id", ZERO_UUID))
-                topics.append(_describe(topic) if topic else _missing(None, ErrorCode.UNKNOWN_TOPIC_ID,
+                topics.append(_describe(broker, topic) if topic else _missing(None, ErrorCode.UNKNOWN_TOPIC_ID,
                                                                        entry.get("topic_id", ZERO_UUID)))
                 continue
             topic = image.topics.get(name)
             if topic is None and allow_auto_create and name not in INTERNAL_TOPICS and validate_topic_name(name) is None:
                 topic = broker.auto_create_topic(name)
             if topic is not None:
-                topics.append(_describe(topic))
+                topics.append(_describe(broker, topic))
             elif validate_topic_name(name) is not None:
                 topics.append(_missing(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             else:
@@ -43,19 +47,22 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
     }
 
 
-def _describe(topic) -> dict:
+def _describe(broker, topic) -> dict:
     return {
         "error_code": ErrorCode.NONE, "name": topic.name, "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": [_partition(p) for _, p in sorted(topic.partitions.items())],
+        "partitions": [_partition(broker, topic.name, p) for _, p in sorted(topic.partitions.items())],
         "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
-def _partition(p) -> dict:
-    return {"error_code": ErrorCode.NONE, "partition_index": p.partition, "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
-            "offline_replicas": [], "eligible_leader_replicas": None, "last_known_elr": None}
+def _partition(broker, topic_name: str, p) -> dict:
+    described = {"error_code": ErrorCode.NONE, "partition_index": p.partition, "leader_id": p.leader,
+                 "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
+                 "offline_replicas": [], "eligible_leader_replicas": None, "last_known_elr": None}
+    if broker.log_manager.is_offline(topic_name, p.partition):
+        described.update(error_code=ErrorCode.LEADER_NOT_AVAILABLE, leader_id=-1, offline_replicas=[broker.node_id])
+    return described
 
 
 def _missing(name, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict:
@@ -86,8 +93,8 @@ def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
             break
         shown = indexes[:budget]
         budget -= len(shown)
-        described = _describe(topic)
-        described["partitions"] = [_partition(topic.partitions[i]) for i in shown]
+        described = _describe(broker, topic)
+        described["partitions"] = [_partition(broker, name, topic.partitions[i]) for i in shown]
         topics.append(described)
         if len(shown) < len(indexes):
             next_cursor = {"topic_name": name, "partition_index": indexes[len(shown)]}
