@@ -5,16 +5,20 @@ everything else runs on the real file system. (A full disk is also tested for re
 tests/e2e/test_log_dir_failure.py.)
 """
 
+import asyncio
 import errno
 import os
+import random
 
 import pytest
 
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import checkpoint
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
+from tests.storage.test_cleaner import compact_config, records_of, write_updates
 from tests.storage.test_log import NOW, fill, make_batch, read_all
 
 TOPIC_ID = bytes(range(16))
@@ -166,3 +170,33 @@ def test_an_unusable_dir_at_start_is_offline_and_the_others_load(tmp_path):
     m2.close()
     with pytest.raises(OSError, match="no usable log dir"):
         LogManager([str(not_a_dir)], default_config=CONFIG)
+
+
+def test_a_write_error_while_compacting_takes_the_dir_offline_and_cleaning_goes_on_elsewhere(two_dirs, monkeypatch):
+    m = manager(two_dirs)
+    healthy, failing = (m.create("c", p, compact_config(), TOPIC_ID) for p in range(2))
+    for log in (healthy, failing):
+        write_updates(log, random.Random(7), updates=300)
+    cleaner = LogCleaner(m, CleanerConfig(backoff_ms=10))
+
+    async def clean_until_both_are_settled():
+        running = asyncio.create_task(cleaner.run(lambda: NOW))
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if m.offline_dirs and len(records_of(healthy)) < 300:
+                break
+        cleaner.stop()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    with monkeypatch.context() as patch:
+        fail_under(patch, "write", m.dir_of(failing), errno.ENOSPC)
+        asyncio.run(clean_until_both_are_settled())
+    assert list(m.offline_dirs) == [m.dir_of(failing)]
+    assert len(records_of(healthy)) < 300, "the healthy dir's log was compacted"
+    m.close()
+    m2 = manager(two_dirs)
+    assert [offset for offset, _ in read_all(recovered(m2, "c", 1))] == list(range(300)), \
+        "the failed cleaning left the log as it was"
+    m2.close()

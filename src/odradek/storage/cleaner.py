@@ -208,7 +208,7 @@ class LogCleaner:
         self._stop = _Stop()
         self.uncleanable: set[tuple[str, int]] = set()  # failed once (e.g. a corrupt batch): skipped until restart
         self._first_dirty: dict[str, dict[tuple[str, int], int]] = {}
-        for log_dir in log_manager.log_dirs:
+        for log_dir in log_manager.online_dirs():
             path = os.path.join(log_dir, CLEANER_CHECKPOINT)
             self._first_dirty[log_dir] = checkpoint.OffsetCheckpointFile(path).read_or_empty()
 
@@ -482,6 +482,11 @@ class LogCleaner:
             except asyncio.CancelledError:
                 self._stop.stopping = True
                 raise
+            except OSError as exc:
+                if task is None:
+                    log.exception("choosing a log to clean failed")
+                else:  # its log dir is failing: take it offline (its logs are then never chosen again)
+                    self.log_manager.fail_dir_of(task.log, exc)
             except Exception:
                 if task is None:
                     log.exception("choosing a log to clean failed")
@@ -491,7 +496,11 @@ class LogCleaner:
                     self.uncleanable.add((task.log.topic, task.log.partition))
             finally:
                 if task is not None:
-                    self.abandon(task)
+                    try:
+                        self.abandon(task)
+                    except OSError:
+                        log.exception("removing the partial output of cleaning %s-%d failed", task.log.topic,
+                                      task.log.partition)
             await asyncio.sleep(self.config.backoff_ms / 1000)
 
     def stop(self) -> None:

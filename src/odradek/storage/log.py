@@ -658,6 +658,10 @@ class PartitionLog:
         if self._closed:
             return
         self.active.on_become_inactive()
+        # fsync even when flush() finds every record flushed (flush.messages=1): on_become_inactive may have
+        # just written the time index's final entry, and after the clean-shutdown marker the next start
+        # trusts that index as it is on disk; a power loss soon after the shutdown would drop the entry.
+        self.active.flush()
         self.flush()
         self._write_producer_snapshot(self.log_end_offset)
         self.abandon()

@@ -16,6 +16,8 @@ import struct
 import sys
 from array import array
 
+from odradek.storage import checkpoint
+
 _ENTRY = struct.Struct(">ii")
 _LITTLE_ENDIAN = sys.byteorder == "little"
 assert array("i").itemsize == 4
@@ -58,6 +60,16 @@ class IndexFile:
             os.ftruncate(fd, entries * self.ENTRY_SIZE)
         finally:
             os.close(fd)
+
+    def _replace_file(self, data: bytes, *, atomically: bool) -> None:
+        if atomically:
+            # A crash then leaves the old file or the whole new one. A rebuild cut short (an empty time
+            # index above all) would pass the sanity check of the next start and be trusted.
+            checkpoint.write_atomic(self.path, data)
+            return
+        self._truncate_file(0)
+        if data:
+            self._write(data)
 
     def flush(self) -> None:
         try:
@@ -131,13 +143,11 @@ class OffsetIndex(IndexFile):
         self.relative_offsets.append(relative)
         self.positions.append(position)
 
-    def rewrite(self, entries: list[tuple[int, int]]) -> None:
-        """Replace the whole index (after recovery rebuilt it from the log)."""
-        self._truncate_file(0)
+    def rewrite(self, entries: list[tuple[int, int]], *, atomically: bool = False) -> None:
+        """Replace the whole index (after recovery rebuilt it from the log); `atomically`: see _replace_file."""
+        self._replace_file(b"".join(_ENTRY.pack(o - self.base_offset, p) for o, p in entries), atomically=atomically)
         self.relative_offsets = array("i", (offset - self.base_offset for offset, _ in entries))
         self.positions = array("i", (position for _, position in entries))
-        if entries:
-            self._write(b"".join(_ENTRY.pack(o - self.base_offset, p) for o, p in entries))
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= target; (base offset, 0) if none."""

@@ -147,8 +147,10 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = state.max_timestamp, state.offset_of_max_timestamp
         if state.max_timestamp != NO_TIMESTAMP and (not time_entries or time_entries[-1][0] < state.max_timestamp):
             time_entries.append((state.max_timestamp, state.offset_of_max_timestamp))
-        self.offset_index.rewrite(offset_entries)
-        self.time_index.rewrite(time_entries)
+        # atomically: this segment may be below the recovery point (recovered because it failed its sanity
+        # check), so the next start would trust whatever a crash here left of its indexes
+        self.offset_index.rewrite(offset_entries, atomically=True)
+        self.time_index.rewrite(time_entries, atomically=True)
         self.bytes_since_last_index_entry = state.bytes_since_last_index_entry
         self.first_batch_timestamp = state.first_batch_timestamp
         return truncated

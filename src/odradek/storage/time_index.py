@@ -64,12 +64,10 @@ class TimeIndex(IndexFile):
         self.timestamps.append(timestamp)
         self.relative_offsets.append(relative)
 
-    def rewrite(self, entries: list[tuple[int, int]]) -> None:
-        self._truncate_file(0)
+    def rewrite(self, entries: list[tuple[int, int]], *, atomically: bool = False) -> None:
+        self._replace_file(b"".join(_ENTRY.pack(t, o - self.base_offset) for t, o in entries), atomically=atomically)
         self.timestamps = array("q", (t for t, _ in entries))
         self.relative_offsets = array("i", (o - self.base_offset for _, o in entries))
-        if entries:
-            self._write(b"".join(_ENTRY.pack(t, o - self.base_offset) for t, o in entries))
 
     def last_entry(self) -> tuple[int, int] | None:
         """(largest timestamp, offset) of the segment, or None if it has no timestamped batch."""
