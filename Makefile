@@ -46,6 +46,7 @@ bench: $(VENV)/.installed-dev system-deps
 	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py
+	$(BIN)/python benchmarks/profile.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests

@@ -1,7 +1,7 @@
 """Produce and consume throughput of Odradek and of the other Kafka-protocol brokers on PyPI, side by side.
 
     .venv/bin/python benchmarks/throughput.py [--brokers odradek tansu noida-db] [--records 1000000]
-        [--value-bytes 100 1024] [--partitions 1 4] [--acks 1 all] [--runs 3]
+        [--value-bytes 100 1024] [--partitions 1 4 64] [--acks 1 all] [--compression none gzip ...] [--runs 3]
 
 The load comes from kcat (librdkafka), native code, so the load generator is not the bottleneck. For each
 broker in turn (never two at once) and each combination: a fresh topic; `kcat -P -l` sends the records from a
@@ -59,13 +59,14 @@ class Run:
     consume_cpu_s: float
 
 
-def one_run(node: Broker | None, bootstrap: str, path: str, partitions: int, acks: str, count: int) -> Run:
+def one_run(node: Broker | None, bootstrap: str, path: str, partitions: int, acks: str, codec: str,
+            count: int) -> Run:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions)
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
     subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", "-X", f"acks={acks}",
-                    "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "compression.codec=none", path],
+                    "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", path],
                    check=True)
     produce_s = time.perf_counter() - start
     produce_cpu = (node.cpu_seconds() - cpu) if node else 0.0
@@ -83,14 +84,16 @@ def one_run(node: Broker | None, bootstrap: str, path: str, partitions: int, ack
 
 
 def measure(broker: Broker | None, bootstrap: str, args) -> dict:
-    """{(value bytes, partitions, acks): (produce rec/s, consume rec/s, produce CPU s, consume CPU s)}, medians."""
+    """{(value bytes, partitions, acks, codec): (produce rec/s, consume rec/s, produce CPU s, consume CPU s)},
+    medians."""
     results = {}
     for value_bytes in args.value_bytes:
         path = records_file(args.records, value_bytes)
         try:
-            for partitions, acks in itertools.product(args.partitions, args.acks):
-                runs = [one_run(broker, bootstrap, path, partitions, acks, args.records) for _ in range(args.runs)]
-                results[(value_bytes, partitions, acks)] = (
+            for partitions, acks, codec in itertools.product(args.partitions, args.acks, args.compression):
+                runs = [one_run(broker, bootstrap, path, partitions, acks, codec, args.records)
+                        for _ in range(args.runs)]
+                results[(value_bytes, partitions, acks, codec)] = (
                     args.records / statistics.median(r.produce_s for r in runs),
                     args.records / statistics.median(r.consume_s for r in runs),
                     statistics.median(r.produce_cpu_s for r in runs),
@@ -108,6 +111,8 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, nargs="+", default=[100, 1024])
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--acks", nargs="+", default=["1", "all"])
+    parser.add_argument("--compression", nargs="+", default=["none"],
+                        choices=["none", "gzip", "snappy", "lz4", "zstd"], help="the producer's codec")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     if shutil.which("kcat") is None:
@@ -130,14 +135,14 @@ def main() -> None:
 
     print(f"{args.records:,} records per run, kcat -P -l / kcat -C -e, median of {args.runs} runs; "
           "x = ratio to the first broker")
-    print("| broker | value | partitions | acks | produce rec/s | produce MB/s | x | CPU s | consume rec/s "
+    print("| broker | value | partitions | acks | codec | produce rec/s | produce MB/s | x | CPU s | consume rec/s "
           "| consume MB/s | x | CPU s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     first = next(iter(results.values()))
     for name, measured in results.items():
-        for (value_bytes, partitions, acks), (produce, consume, produce_cpu, consume_cpu) in measured.items():
-            base_produce, base_consume = first[(value_bytes, partitions, acks)][:2]
-            print(f"| {name} | {value_bytes} B | {partitions} | {acks} "
+        for (value_bytes, partitions, acks, codec), (produce, consume, produce_cpu, consume_cpu) in measured.items():
+            base_produce, base_consume = first[(value_bytes, partitions, acks, codec)][:2]
+            print(f"| {name} | {value_bytes} B | {partitions} | {acks} | {codec} "
                   f"| {produce:,.0f} | {produce * value_bytes / 1e6:,.1f} | {produce / base_produce:.2f} "
                   f"| {produce_cpu:.2f} | {consume:,.0f} | {consume * value_bytes / 1e6:,.1f} "
                   f"| {consume / base_consume:.2f} | {consume_cpu:.2f} |")
