@@ -1,6 +1,7 @@
-"""Scale of one node: many partitions, many idle connections, a big consumer group.
+"""Scale of one node: many partitions, many idle connections, a big consumer group; side by side.
 
-    .venv/bin/python benchmarks/scale.py [--partitions 10000] [--connections 1000] [--members 50] [--runs 3]
+    .venv/bin/python benchmarks/scale.py [--brokers odradek tansu noida-db] [--partitions 10000]
+        [--connections 1000] [--members 50] [--runs 3] [--only partitions|connections|group]
 
 - partitions: a node with 1,000 partitions, idle: its RSS. Then --partitions in all: the time to create
   them, Metadata for all of them (median of --runs), one record produced to every partition, the restart
@@ -8,7 +9,11 @@
 - connections: --connections idle client connections (each sent one ApiVersions request): RSS before and
   after, and the cost per connection.
 - group: --members confluent-kafka consumers join one group on a topic with as many partitions: the time
-  until every member holds its partitions (the node runs with group.initial.rebalance.delay.ms=0).
+  until every member holds its partitions (Odradek runs with group.initial.rebalance.delay.ms=0).
+
+Each broker runs alone, in turn. Every figure is printed as it is measured, then a table per scenario puts
+the brokers side by side with each figure's ratio to the first broker's; a step a broker fails is reported
+as such (for example Tansu keeps no data across a restart: its storage is memory only).
 """
 
 import argparse
@@ -18,8 +23,9 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
-from brokers import Odradek
+from brokers import BROKERS, Broker
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -45,20 +51,26 @@ def metadata_seconds(bootstrap: str, expected_partitions: int) -> float:
     return seconds
 
 
-def mb(n: int) -> str:
-    return f"{n / 2**20:,.0f} MB"
+MB = 2**20
+
+Figures = dict[str, tuple[float, str]]  # what was measured -> (value, unit)
 
 
-def partitions_scenario(total: int, runs: int) -> None:
-    node = Odradek()
+def record(figures: Figures, name: str, value: float, unit: str) -> None:
+    figures[name] = (value, unit)
+    print(f"  - {name}: {value:,.1f} {unit}", flush=True)
+
+
+def partitions_scenario(broker: type[Broker], figures: Figures, total: int, runs: int) -> None:
+    node = broker()
     try:
         create(node.bootstrap, "idle-1000", 1000)
         time.sleep(2)
-        print(f"- idle node with 1,000 partitions: RSS {mb(node.rss_bytes())}")
-        created = create(node.bootstrap, "wide", total - 1000)
-        print(f"- creating {total - 1000:,} more partitions ({total:,} in all): {created:.1f} s")
+        record(figures, "idle RSS with 1,000 partitions", node.rss_bytes() / MB, "MB")
+        record(figures, f"creating {total - 1000:,} more partitions", create(node.bootstrap, "wide", total - 1000),
+               "s")
         seconds = statistics.median(metadata_seconds(node.bootstrap, total) for _ in range(runs))
-        print(f"- Metadata for all {total:,} partitions: {seconds * 1000:.0f} ms (median of {runs})")
+        record(figures, f"Metadata for all {total:,} partitions (median of {runs})", seconds * 1000, "ms")
         producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 20, "acks": 1})
         start = time.perf_counter()
         for p in range(total - 1000):
@@ -66,15 +78,15 @@ def partitions_scenario(total: int, runs: int) -> None:
             producer.poll(0)
         for p in range(1000):
             producer.produce("idle-1000", b"x" * 100, partition=p)
-        producer.flush(120)
-        print(f"- one record to each of the {total:,} partitions: {time.perf_counter() - start:.1f} s")
-        print(f"- idle with {total:,} partitions: RSS {mb(node.rss_bytes())}")
+        if producer.flush(120):
+            raise RuntimeError("records to some partitions were not acknowledged")
+        record(figures, f"one record to each of the {total:,} partitions", time.perf_counter() - start, "s")
+        record(figures, f"idle RSS with {total:,} partitions", node.rss_bytes() / MB, "MB")
         node.stop(keep_data=True)
         start = time.perf_counter()
-        listening = node.start()
+        record(figures, "restart: listening after", node.start(), "s")
         metadata_seconds(node.bootstrap, total)
-        print(f"- restart with {total:,} partitions: listening after {listening:.1f} s, Metadata complete after "
-              f"{time.perf_counter() - start:.1f} s")
+        record(figures, "restart: Metadata complete after", time.perf_counter() - start, "s")
     finally:
         node.stop()
 
@@ -82,8 +94,8 @@ def partitions_scenario(total: int, runs: int) -> None:
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)  # size, api key 18, version 0, correlation 1, no client
 
 
-def connections_scenario(count: int) -> None:
-    node = Odradek()
+def connections_scenario(broker: type[Broker], figures: Figures, count: int) -> None:
+    node = broker()
     sockets = []
     try:
         time.sleep(1)
@@ -97,16 +109,17 @@ def connections_scenario(count: int) -> None:
             s.recv(size, socket.MSG_WAITALL)
         time.sleep(1)
         after = node.rss_bytes()
-        print(f"- {count:,} idle connections: RSS {mb(before)} -> {mb(after)}, "
-              f"{(after - before) / count / 1024:.1f} KiB per connection")
+        record(figures, "RSS before the connections", before / MB, "MB")
+        record(figures, f"RSS with {count:,} idle connections", after / MB, "MB")
+        record(figures, "memory per connection", (after - before) / count / 1024, "KiB")
     finally:
         for s in sockets:
             s.close()
         node.stop()
 
 
-def group_scenario(members: int) -> None:
-    node = Odradek({"group.initial.rebalance.delay.ms": "0"})
+def group_scenario(broker: type[Broker], figures: Figures, members: int) -> None:
+    node = broker({"group.initial.rebalance.delay.ms": "0"})  # only Odradek takes settings
     consumers: list[Consumer] = []
     try:
         topic, group = f"group-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
@@ -136,28 +149,63 @@ def group_scenario(members: int) -> None:
             time.sleep(0.01)
         else:
             raise RuntimeError(f"the group did not settle: {len(assigned)} members assigned")
-        print(f"- consumer group of {members} members (classic protocol, range): every member assigned after "
-              f"{time.perf_counter() - start:.1f} s")
+        record(figures, f"{members} members (classic protocol, range): every one assigned after",
+               time.perf_counter() - start, "s")
     finally:
         for consumer in consumers:
             consumer.close()
         node.stop()
 
 
+def side_by_side(title: str, results: dict[str, Figures], failures: dict[str, str]) -> None:
+    print(f"\n### {title}\n")
+    names = list(results)
+    print("| figure | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    first = results[names[0]]
+    for figure, (base, unit) in first.items():
+        cells = []
+        for name in names:
+            value = results[name].get(figure)
+            if value is None:
+                cells.append("not measured")
+            elif name == names[0] or not base:
+                cells.append(f"{value[0]:,.1f} {unit}")
+            else:
+                cells.append(f"{value[0]:,.1f} {unit} (x{value[0] / base:.2f})")
+        print(f"| {figure} | " + " | ".join(cells) + " |")
+    for name, failure in failures.items():
+        print(f"\n{name}: stopped at the step after its last figure: {failure}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=list(BROKERS))
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--members", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", choices=["partitions", "connections", "group"])
     args = parser.parse_args()
-    if args.only in (None, "partitions"):
-        partitions_scenario(args.partitions, args.runs)
-    if args.only in (None, "connections"):
-        connections_scenario(args.connections)
-    if args.only in (None, "group"):
-        group_scenario(args.members)
+    scenarios: dict[str, Callable[[type[Broker], Figures], None]] = {
+        "partitions": lambda broker, figures: partitions_scenario(broker, figures, args.partitions, args.runs),
+        "connections": lambda broker, figures: connections_scenario(broker, figures, args.connections),
+        "group": lambda broker, figures: group_scenario(broker, figures, args.members),
+    }
+    for scenario, run in scenarios.items():
+        if args.only not in (None, scenario):
+            continue
+        results: dict[str, Figures] = {}
+        failures: dict[str, str] = {}
+        for name in args.brokers:
+            print(f"{scenario}, {name}:", flush=True)
+            results[name] = {}
+            try:
+                run(BROKERS[name], results[name])
+            except Exception as exc:  # a broker failing a step is a finding, not the end of the benchmark
+                failures[name] = f"{type(exc).__name__}: {exc}"
+                print(f"  - failed: {failures[name]}", flush=True)
+        side_by_side(scenario, results, failures)
 
 
 if __name__ == "__main__":
