@@ -2,7 +2,8 @@
 
 The node gets two log dirs: a normal one (it also holds the metadata log) and a 1 MiB tmpfs. Once the
 tmpfs is full, the partitions in it answer KAFKA_STORAGE_ERROR to produce, fetch and ListOffsets, Metadata
-shows them leaderless with this node as an offline replica, DescribeLogDirs reports the dir's error, and
+shows them leaderless with this node as an offline replica, DescribeLogDirs reports the dir's error,
+DeleteRecords fails and groups whose offsets partition is there have no coordinator, and
 the partitions of the other dir go on taking and serving records. After a restart with space freed the
 full dir is recovered: every acknowledged record is there at its offset, nothing torn, and it takes
 appends again. Mounting a tmpfs needs root.
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.coordinator.group_coordinator import java_string_hash
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 from tests.e2e.raw_client import RawClient
@@ -25,6 +27,23 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpf
 
 PARTITIONS = 4
 RECORD = b"r" * 1000
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
+
+
+def find_coordinator(client: RawClient, group: str) -> int:
+    response = client.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    return response["coordinators"][0]["error_code"]
+
+
+def group_in(directory, prefix: str) -> str:
+    """A group id whose `__consumer_offsets` partition lives in `directory`."""
+    for i in range(1000):
+        group = f"{prefix}-{i}"
+        h = java_string_hash(group)
+        partition = (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
+        if (directory / f"__consumer_offsets-{partition}").is_dir():
+            return group
+    raise AssertionError(f"no group's offsets partition is in {directory}")
 
 
 @pytest.fixture
@@ -89,6 +108,9 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_serving(small_dir, node
              for p in range(PARTITIONS)}
     assert all(offsets == list(range(50)) for offsets in acked.values())
 
+    with RawClient(node.bootstrap) as client:
+        assert find_coordinator(client, "creates-the-offsets-topic") == ErrorCode.NONE
+    group_on_small, group_on_big = group_in(small_dir, "g"), group_in(tmp_path / "big", "g")
     fill(small_dir, leave_bytes=64 * 1024)
     with RawClient(node.bootstrap) as client:
         errors = []
@@ -116,6 +138,11 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_serving(small_dir, node
                                                             "fetch_offset": 0, "log_start_offset": -1,
                                                             "partition_max_bytes": 1 << 20}]}]})
             assert fetched["responses"][0]["partitions"][0]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        deleted = client.request(21, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": full, "offset": 1}]}], "timeout_ms": 5000})
+        assert deleted["topics"][0]["partitions"][0]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert find_coordinator(client, group_on_small) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert find_coordinator(client, group_on_big) == ErrorCode.NONE
         dirs = client.request(35, 4, {"topics": None})["results"]
         errors_by_dir = {entry["log_dir"]: entry["error_code"] for entry in dirs}
         assert errors_by_dir[str(small_dir)] == ErrorCode.KAFKA_STORAGE_ERROR
