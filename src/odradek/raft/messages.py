@@ -1,0 +1,94 @@
+"""Raft RPCs of the KRaft metadata quorum (KIP-595), as plain immutable values.
+
+Every message carries its sender (`src`) and the sender's leader epoch; the shell around the core
+maps them onto the Kafka wire APIs Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record in the replicated log; `data is None` marks the leader-change control record."""
+
+    epoch: int
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    src: int
+    epoch: int
+    last_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    src: int
+    epoch: int
+    granted: bool
+    leader_id: int = NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpoch:
+    """The new leader announces itself; repeated until each voter has fetched in the epoch."""
+
+    src: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """The leader resigns its epoch; `preferred_successors` go first in the next election."""
+
+    src: int
+    epoch: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """Pull replication: the follower asks from `fetch_offset`, whose previous record has `last_fetched_epoch`."""
+
+    src: int
+    epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+
+
+class FetchError:
+    NONE = "NONE"
+    FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the fetcher's epoch is older than the receiver's
+    NOT_LEADER = "NOT_LEADER_OR_FOLLOWER"  # the receiver is not the leader of that epoch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """Records from `fetch_offset`, or a diverging epoch telling the follower where to truncate."""
+
+    src: int
+    epoch: int
+    leader_id: int
+    fetch_offset: int  # echoes of the request, so the follower can drop answers to older requests
+    last_fetched_epoch: int
+    error: str = FetchError.NONE
+    entries: tuple[Entry, ...] = ()
+    high_watermark: int = 0
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+
+
+Message = VoteRequest | VoteResponse | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Output of the core: deliver `message` to node `dst` (best effort; the core retries by itself)."""
+
+    dst: int
+    message: Message

@@ -1,0 +1,205 @@
+"""A deterministic, seeded simulator for the Raft core: lossy, reordering network, partitions, crashes.
+
+Everything random comes from one `random.Random(seed)`, so a seed replays exactly. Invariants are
+checked after every step and raise `InvariantViolation` with the seed in the message.
+"""
+
+import random
+from dataclasses import dataclass, field
+
+from odradek.raft.core import RaftConfig, RaftCore, Role
+from odradek.raft.log import MemoryLog, QuorumStateStore
+from odradek.raft.messages import Entry, Send
+
+STEP_MS = 10
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    log: MemoryLog = field(default_factory=MemoryLog)
+    store: QuorumStateStore = field(default_factory=QuorumStateStore)
+    core: RaftCore | None = None
+    incarnation: int = 0
+    down_until_ms: int = 0
+    last_high_watermark: int = 0
+    leader_checked_epoch: int = -1
+
+
+class Simulation:
+    def __init__(self, seed: int, voters: int):
+        self.seed = seed
+        self.rng = rng = random.Random(seed)
+        # each seed draws its own weather, from calm to hostile
+        drop, max_delay_ms = rng.choice((0.0, 0.02, 0.1, 0.25)), rng.choice((5, 20, 40, 100))
+        crash_rate, partition_rate = rng.choice((0.0, 0.003, 0.01)), rng.choice((0.0, 0.01, 0.03))
+        propose_rate = rng.choice((0.1, 0.3, 1.0))
+        self.voter_ids = frozenset(range(1, voters + 1))
+        self.config = RaftConfig()
+        self.now_ms = 0
+        self.drop, self.max_delay_ms = drop, max_delay_ms
+        self.crash_rate, self.partition_rate, self.propose_rate = crash_rate, partition_rate, propose_rate
+        self.nodes = {i: SimNode(i) for i in sorted(self.voter_ids)}
+        for node in self.nodes.values():
+            self._start(node)
+        self.in_flight: list[tuple[int, int, int, object]] = []  # (deliver_at, seq, dst, message)
+        self.seq = 0
+        self.partition: dict[int, int] | None = None  # node -> side
+        self.partition_until_ms = 0
+        self.leaders_by_epoch: dict[int, int] = {}
+        self.committed: list[Entry] = []
+        self.commit_epochs: list[int] = []  # epoch of the leader that first committed each offset
+        self.next_proposal = 0
+        self.acknowledged: set[int] = set()
+        self.pending: dict[int, tuple[int, int]] = {}  # proposal -> (offset, epoch) on its leader
+        self.faults = True
+
+    # ---- plumbing -----------------------------------------------------------------------------------
+
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.last_high_watermark = 0
+        node.core = RaftCore(node.node_id, self.voter_ids, node.log, node.store,
+                             rng_seed=self.rng.randrange(2**32), now_ms=self.now_ms, config=self.config)
+
+    def alive(self, node: SimNode) -> bool:
+        return node.core is not None
+
+    def connected(self, a: int, b: int) -> bool:
+        return self.partition is None or self.partition[a] == self.partition[b]
+
+    def _send(self, src: int, outputs: list[Send]) -> None:
+        for send in outputs:
+            if self.faults and self.rng.random() < self.drop:
+                continue
+            delay = self.rng.randint(1, self.max_delay_ms if self.faults else 5)
+            self.seq += 1
+            self.in_flight.append((self.now_ms + delay, self.seq, send.dst, send.message))
+
+    def fail(self, what: str) -> None:
+        raise InvariantViolation(f"seed={self.seed} t={self.now_ms}ms: {what}")
+
+    # ---- one step -----------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self.now_ms += STEP_MS
+        rng = self.rng
+        if self.faults:
+            self._faults()
+        due = [m for m in self.in_flight if m[0] <= self.now_ms]
+        self.in_flight = [m for m in self.in_flight if m[0] > self.now_ms]
+        due.sort(key=lambda m: (m[0], m[1]))
+        for _, _, dst, message in due:
+            node = self.nodes[dst]
+            if not self.alive(node) or not self.connected(message.src, dst):
+                continue
+            self._send(dst, node.core.handle(message, self.now_ms))
+            self.check()
+        for node in self.nodes.values():
+            if node.core is None:
+                if self.now_ms >= node.down_until_ms:
+                    self._start(node)
+                continue
+            if node.core.is_leader and self.faults and rng.random() < self.propose_rate:
+                proposal = self.next_proposal
+                self.next_proposal += 1
+                offset = node.core.propose(proposal, self.now_ms)
+                self.pending[proposal] = (offset, node.core.epoch)
+            self._send(node.node_id, node.core.tick(self.now_ms))
+            self.check()
+
+    def _faults(self) -> None:
+        rng = self.rng
+        if self.partition is not None and self.now_ms >= self.partition_until_ms:
+            self.partition = None
+        if self.partition is None and rng.random() < self.partition_rate:
+            self.partition = {i: rng.randrange(2) for i in self.nodes}
+            self.partition_until_ms = self.now_ms + rng.randint(100, 1500)
+        if rng.random() < self.crash_rate:
+            node = self.nodes[rng.choice(sorted(self.nodes))]
+            if self.alive(node):
+                node.core = None
+                node.log.crash()  # only the flushed prefix survives
+                node.down_until_ms = self.now_ms + rng.randint(10, 800)
+
+    # ---- invariants -----------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        for node in self.nodes.values():
+            core = node.core
+            if core is None:
+                continue
+            hw = core.high_watermark
+            if hw < node.last_high_watermark:
+                self.fail(f"node {node.node_id} high watermark went back {node.last_high_watermark} -> {hw}")
+            entries = node.log.entries
+            if hw > len(entries):
+                self.fail(f"node {node.node_id} high watermark {hw} beyond its log end {len(entries)}")
+            if core.role is Role.LEADER:
+                known = self.leaders_by_epoch.setdefault(core.epoch, node.node_id)
+                if known != node.node_id:
+                    self.fail(f"two leaders in epoch {core.epoch}: {known} and {node.node_id}")
+                if hw > len(self.committed):
+                    self.commit_epochs.extend([core.epoch] * (hw - len(self.committed)))
+                    self.committed.extend(entries[len(self.committed):hw])
+            if hw > node.last_high_watermark:
+                start = min(node.last_high_watermark, len(self.committed))
+                if entries[start:hw] != self.committed[start:hw]:
+                    self.fail(f"node {node.node_id} committed prefix [{start}, {hw}) differs from the quorum's")
+                node.last_high_watermark = hw
+            if core.role is Role.LEADER and node.leader_checked_epoch != core.epoch:
+                # leader completeness: a leader holds every record committed in an earlier epoch
+                node.leader_checked_epoch = core.epoch
+                for offset, commit_epoch in enumerate(self.commit_epochs):
+                    if commit_epoch < core.epoch and (
+                            offset >= len(entries) or entries[offset] != self.committed[offset]):
+                        self.fail(f"leader {node.node_id} of epoch {core.epoch} lacks committed offset {offset}")
+        for proposal, (offset, epoch) in list(self.pending.items()):
+            if offset < len(self.committed):
+                del self.pending[proposal]
+                if self.committed[offset] == Entry(epoch, proposal):
+                    self.acknowledged.add(proposal)
+
+    # ---- runs -----------------------------------------------------------------------------------------
+
+    def run(self, steps: int, settle_steps: int = 200) -> None:
+        for _ in range(steps):
+            self.step()
+        self.heal_and_converge(settle_steps)
+
+    def heal_and_converge(self, settle_steps: int) -> None:
+        self.faults = False
+        self.partition = None
+        for _ in range(settle_steps):
+            self.step()
+            leaders = [n for n in self.nodes.values() if n.core and n.core.is_leader]
+            if len(leaders) == 1 and self._converged(leaders[0]):
+                break
+        else:
+            self.fail("no convergence after healing: " + self.describe())
+        final = leaders[0].log.entries
+        data = [e.data for e in final if e.data is not None]
+        if len(data) != len(set(data)):
+            self.fail("a proposal appears twice in the final log")
+        missing = self.acknowledged - set(data)
+        if missing:
+            self.fail(f"acknowledged proposals lost: {sorted(missing)[:10]}")
+        if final[:len(self.committed)] != self.committed:
+            self.fail("final log does not extend the committed records")
+
+    def _converged(self, leader: SimNode) -> bool:
+        entries = leader.log.entries
+        if leader.core.high_watermark != len(entries) or entries[-1].epoch != leader.core.epoch:
+            return False
+        return all(n.core is not None and n.log.entries == entries and n.core.high_watermark == len(entries)
+                   for n in self.nodes.values())
+
+    def describe(self) -> str:
+        return "; ".join(
+            f"{n.node_id}: {n.core.role.value if n.core else 'down'} epoch={n.core.epoch if n.core else '-'} "
+            f"end={len(n.log.entries)} hw={n.core.high_watermark if n.core else '-'}"
+            for n in self.nodes.values())
