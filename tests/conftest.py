@@ -45,6 +45,9 @@ class NodeProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "NodeProcess":
+        return self.spawn().wait_listening(timeout)
+
+    def spawn(self) -> "NodeProcess":
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.data_dir),
@@ -56,6 +59,9 @@ class NodeProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
+        return self
+
+    def wait_listening(self, timeout: float = 30.0) -> "NodeProcess":
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -87,6 +93,70 @@ class NodeProcess:
     def restart(self) -> "NodeProcess":
         self.stop()
         return self.start()
+
+
+# Quick failure detection for cluster tests; Kafka's defaults are several times longer.
+FAST_CLUSTER_SETTINGS = {
+    "controller.quorum.election.timeout.ms": "500", "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "1000", "broker.heartbeat.interval.ms": "300",
+    "broker.session.timeout.ms": "2000", "replica.lag.time.max.ms": "4000", "replica.fetch.backoff.ms": "200",
+    "replica.fetch.wait.max.ms": "200",
+}
+
+
+class Cluster:
+    """Nodes that are all voters of one metadata quorum (combined mode), formatted with one cluster id."""
+
+    def __init__(self, directory: Path, count: int, settings: dict[str, str] | None = None):
+        from odradek.broker.node import format_storage, new_cluster_id
+        from odradek.config import BrokerConfig
+
+        ports = [(free_port(), free_port()) for _ in range(count)]
+        voters = ",".join(f"{i}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports, 1))
+        self.cluster_id = new_cluster_id()
+        self.nodes: list[NodeProcess] = []
+        for i, (port, controller) in enumerate(ports, 1):
+            node_settings = {"node.id": str(i), "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+                             "controller.quorum.voters": voters, **FAST_CLUSTER_SETTINGS, **(settings or {})}
+            node = NodeProcess(directory / f"node-{i}", port=port, settings=node_settings)
+            format_storage(BrokerConfig({**node_settings, "log.dirs": str(node.data_dir)}), self.cluster_id)
+            self.nodes.append(node)
+
+    def start(self, timeout: float = 60.0) -> "Cluster":
+        for node in self.nodes:
+            node.spawn()
+        for node in self.nodes:
+            node.wait_listening(timeout)
+        return self
+
+    def node(self, node_id: int) -> NodeProcess:
+        return self.nodes[node_id - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.proc and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes:
+            node.stop()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    """Start clusters: cluster_factory(3, {"min.insync.replicas": "2"})."""
+    clusters: list[Cluster] = []
+
+    def make(count: int = 3, settings: dict[str, str] | None = None) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", count, settings)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in clusters:
+        cluster.stop()
 
 
 @pytest.fixture

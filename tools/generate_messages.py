@@ -28,8 +28,10 @@ APIS = {
     24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 32: "DescribeConfigs",
     33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions", 42: "DeleteGroups",
     44: "IncrementalAlterConfigs", 47: "OffsetDelete", 60: "DescribeCluster", 61: "DescribeProducers",
-    65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
-    75: "DescribeTopicPartitions",
+    43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 52: "Vote",
+    53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 55: "DescribeQuorum", 56: "AlterPartition", 62: "BrokerRegistration",
+    63: "BrokerHeartbeat", 65: "DescribeTransactions", 66: "ListTransactions", 67: "AllocateProducerIds",
+    68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions",
 }
 
 PRIMITIVE_NAMES = {

@@ -28,6 +28,20 @@ class ConfigDef:
 BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("node.id", "int", 1, "This node's id, unique in the cluster."),
     ConfigDef("process.roles", "list", "broker,controller", "Roles of this node; a single node is both broker and controller."),
+    ConfigDef("controller.quorum.voters", "list", None, "The controller quorum as id@host:port entries (the voters' CONTROLLER listeners); unset: this node alone is the quorum."),
+    ConfigDef("controller.quorum.bootstrap.servers", "list", None, "Dynamic quorums (KIP-853); not supported yet: set controller.quorum.voters."),
+    ConfigDef("controller.listener.names", "list", "CONTROLLER", "Listeners that serve the controller quorum, not clients."),
+    ConfigDef("inter.broker.listener.name", "string", None, "Listener brokers use to reach each other; defaults to the first client listener."),
+    ConfigDef("controller.quorum.election.timeout.ms", "int", 1000, "How long a candidate waits for votes before a new election."),
+    ConfigDef("controller.quorum.election.backoff.max.ms", "int", 1000, "Largest random delay before a new election."),
+    ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "A voter that has not heard from the leader this long starts an election."),
+    ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "How often a broker heartbeats to the active controller."),
+    ConfigDef("broker.session.timeout.ms", "int", 9000, "A broker that has not heartbeated this long is fenced and loses its leaderships."),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up with the leader this long leaves the in-sync replica set."),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for new records."),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request."),
+    ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request."),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000, "How long a follower waits after a failed fetch."),
     ConfigDef("listeners", "list", "PLAINTEXT://:9092", "Addresses to listen on, as LISTENER://host:port; an empty host binds all interfaces."),
     ConfigDef("advertised.listeners", "list", None, "Addresses given to clients; defaults to listeners (empty host: this machine's name)."),
     ConfigDef("log.dirs", "list", None, "Directories holding partition logs; defaults to log.dir."),
@@ -195,6 +209,20 @@ class BrokerConfig:
             raise ConfigError("process.roles: only the combined 'broker,controller' node is supported so far")
         if not self.listeners:
             raise ConfigError("listeners: at least one listener is required")
+        if self["controller.quorum.bootstrap.servers"]:
+            raise ConfigError("controller.quorum.bootstrap.servers: dynamic quorums are not supported yet; list the "
+                              "voters in controller.quorum.voters")
+        voters = self.quorum_voters
+        if voters:
+            if self.node_id not in voters:
+                raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} is not a voter; every node is a "
+                                  "controller so far")
+            if not self.controller_listeners:
+                raise ConfigError(f"listeners: a controller listener ({self['controller.listener.names']}) is "
+                                  "required with controller.quorum.voters")
+        name = self["inter.broker.listener.name"]
+        if name and all(listener.name != name.upper() for listener in self.listeners):
+            raise ConfigError(f"inter.broker.listener.name: no listener is named {name}")
         for name in ("num.partitions", "default.replication.factor", "message.max.bytes", "socket.request.max.bytes",
                      "log.segment.bytes"):
             if self[name] <= 0:
@@ -206,7 +234,32 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[Listener]:
-        return [listener for listener in parse_listeners(self["listeners"]) if listener.name != "CONTROLLER"]
+        """The client listeners (the controller listeners excluded)."""
+        names = self._controller_listener_names()
+        return [listener for listener in parse_listeners(self["listeners"]) if listener.name not in names]
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        names = self._controller_listener_names()
+        return [listener for listener in parse_listeners(self["listeners"]) if listener.name in names]
+
+    def _controller_listener_names(self) -> set[str]:
+        return {name.strip().upper() for name in self["controller.listener.names"].split(",") if name.strip()}
+
+    @property
+    def inter_broker_listener(self) -> str:
+        return (self["inter.broker.listener.name"] or self.listeners[0].name).upper()
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """node id -> (host, port) of each voter's controller listener; empty when this node is the whole quorum."""
+        voters = {}
+        for item in filter(None, (part.strip() for part in (self["controller.quorum.voters"] or "").split(","))):
+            match = re.match(r"^(\d+)@\[?([^\]]+?)\]?:(\d+)$", item)
+            if not match:
+                raise ConfigError(f"controller.quorum.voters: cannot parse {item!r}, expected id@host:port")
+            voters[int(match.group(1))] = (match.group(2), int(match.group(3)))
+        return voters
 
     @property
     def advertised_listeners(self) -> list[Listener]:

@@ -9,10 +9,12 @@ import asyncio
 import errno
 import os
 import random
+from types import SimpleNamespace
 
 import pytest
 
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.metadata_image import PartitionImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import checkpoint
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
@@ -105,10 +107,11 @@ def test_an_fsync_error_takes_the_dir_offline_and_the_next_start_recovers_it(two
 def test_enospc_on_append_answers_kafka_storage_error_for_the_whole_dir_only(two_dirs, monkeypatch):
     m = manager(two_dirs)
     in_a, in_b = spread(m)
-    replicas = ReplicaManager(m)
+    no_fetchers = SimpleNamespace(unfollow=lambda topic, index: None)  # this node follows nothing
+    replicas = ReplicaManager(SimpleNamespace(node_id=1, log_manager=m, fetchers=no_fetchers))
     m.on_dir_failure = lambda log_dir, keys: replicas.on_dir_failure(keys)
-    for p in range(4):
-        replicas.host("t", p, m.get("t", p), 0, [1])
+    for p in range(4):  # this node leads every partition alone
+        replicas.host("t", p, m.get("t", p), PartitionImage(p, replicas=[1], isr=[1], leader=1))
     full, sibling = sorted(in_b)
     with monkeypatch.context() as patch:
         fail_under(patch, "write", two_dirs[1], errno.ENOSPC)

@@ -116,7 +116,7 @@ def test_corrupt_middle_segment_deletes_everything_after_it(tmp_path):
     recovered = reopen(tmp_path / "t-0")
     assert len(recovered.segments) == 3
     assert_prefix(recovered, info.base_offset)
-    assert not [n for n in os.listdir(tmp_path / "t-0") if int(n[:20] or 0) > victim.base_offset and n.endswith(".log")]
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log") and int(n[:20]) > victim.base_offset]
 
 
 def test_corrupt_flushed_segment_before_the_recovery_point_keeps_later_segments(tmp_path):

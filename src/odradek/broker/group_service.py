@@ -3,7 +3,9 @@
 The core decides; this shell does the I/O. Its `Append` actions become record batches written to the
 compacted internal topic `__consumer_offsets` (before the replies that follow them are released), parked
 JoinGroup/SyncGroup requests are futures resolved by `Reply` actions, and one task drives the core's
-timers. On start every `__consumer_offsets` partition is replayed into the core.
+timers. The coordinator of a group is the leader of its `__consumer_offsets` partition: a partition is
+replayed into the core when this node comes to lead it and unloaded (its groups answer NOT_COORDINATOR)
+when leadership moves away.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 
 from odradek.broker.replica_manager import now_ms
 from odradek.coordinator.group_coordinator import Append, GroupCoordinator, Reply
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch, decode_batches
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 
 
 class GroupService:
@@ -43,18 +46,34 @@ class GroupService:
         )
         self._wakeup = asyncio.Event()
         self._timers: asyncio.Task | None = None
+        self._loaded: set[int] = set()
+        self._releases: set[asyncio.Task] = set()
 
     # lifecycle
 
     def start(self) -> None:
-        topic = self.node.controller.image.topics.get(OFFSETS_TOPIC)
+        topic = self.node.image.topics.get(OFFSETS_TOPIC)
         if topic is not None:
             started = now_ms()
             for index in sorted(topic.partitions):
-                self.core.load(self._read_partition(index), now_ms(), partition=index)
-            log.info("Loaded consumer groups from %d %s partitions in %d ms", len(topic.partitions), OFFSETS_TOPIC,
-                     now_ms() - started)
+                self.on_leadership(index)
+            log.info("Loaded consumer groups from %d of %d %s partitions in %d ms", len(self._loaded),
+                     len(topic.partitions), OFFSETS_TOPIC, now_ms() - started)
         self._timers = asyncio.create_task(self._drive_timers())
+
+    def leads(self, index: int) -> bool:
+        partition = self.node.replicas.partitions.get((OFFSETS_TOPIC, index))
+        return partition is not None and partition.is_leader
+
+    def on_leadership(self, index: int) -> None:
+        """Load a partition's groups when this node comes to lead it; unload them when it no longer does."""
+        if self.leads(index):
+            if index not in self._loaded:
+                self._loaded.add(index)
+                self.core.load(self._read_partition(index), now_ms(), partition=index)
+        elif index in self._loaded or index not in self.core.unloaded_partitions:
+            self._loaded.discard(index)
+            self.apply(self.core.unload(index))
 
     def stop(self) -> None:
         if self._timers:
@@ -76,56 +95,86 @@ class GroupService:
                         yield record.key, record.value
                 offset = max(offset, info.last_offset + 1)
 
-    def ensure_offsets_topic(self) -> bool:
+    async def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` when it is first needed, as Kafka does; False if it cannot exist."""
-        image = self.node.controller.image
-        if OFFSETS_TOPIC in image.topics:
+        if OFFSETS_TOPIC in self.node.image.topics:
             return True
-        replication = min(self.node.config["offsets.topic.replication.factor"], len(self.node.controller.live_brokers))
-        try:
-            self.node.controller.create_topic(OFFSETS_TOPIC, self.core.num_partitions, replication,
-                                              configs=OFFSETS_TOPIC_CONFIGS)
-        except KafkaError as exc:
-            log.error("Cannot create %s: %s", OFFSETS_TOPIC, exc)
+        replication = min(self.node.config["offsets.topic.replication.factor"], len(self.node.image.live_brokers))
+        response = await self.node.controller_channel.request(19, 7, {"topics": [{
+            "name": OFFSETS_TOPIC, "num_partitions": self.core.num_partitions, "replication_factor": replication,
+            "assignments": [], "configs": [{"name": k, "value": v} for k, v in OFFSETS_TOPIC_CONFIGS.items()]}],
+            "timeout_ms": 30000, "validate_only": False})
+        error = response["topics"][0]["error_code"]
+        if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            log.error("Cannot create %s: %s", OFFSETS_TOPIC, response["topics"][0]["error_message"])
             return False
-        for index in range(self.core.num_partitions):
-            self.core.load((), now_ms(), partition=index)
-        return True
+        return OFFSETS_TOPIC in self.node.image.topics
 
     # running the core
 
     def apply(self, actions: list) -> None:
-        """Carry out the core's actions in order: appends first become durable, then replies are released."""
-        failed = False
+        """Carry out the core's actions: the appends are written, and the replies are released once the
+        appends are on every in-sync replica (at once on a single node); after a failed append with an error."""
+        failed, waits, replies = False, [], []
         for action in actions:
             if isinstance(action, Append):
-                failed = not self._append(action) or failed
+                ok, wait = self._append(action)
+                failed = failed or not ok
+                if wait is not None:
+                    waits.append(wait)
             elif isinstance(action, Reply):
-                future = action.token
-                if not future.done():
-                    response = action.response
-                    if failed and response.get("error_code") == ErrorCode.NONE:
-                        response = {**response, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-                    future.set_result(response)
+                replies.append((action, failed))
+        if waits:
+            task = asyncio.get_running_loop().create_task(self._release_when_replicated(waits, replies))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+        else:
+            self._release(replies, False)
         self._wakeup.set()
 
-    def append_or_fail(self, appends: list[Append]) -> bool:
-        ok = True
+    async def _release_when_replicated(self, waits: list, replies: list) -> None:
+        self._release(replies, not await self._replicated(waits))
+
+    @staticmethod
+    def _release(replies: list, failed: bool) -> None:
+        for action, failed_before in replies:
+            future = action.token
+            if not future.done():
+                response = action.response
+                if (failed or failed_before) and response.get("error_code") == ErrorCode.NONE:
+                    response = {**response, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+                future.set_result(response)
+
+    async def write(self, appends: list[Append]) -> bool:
+        """Write appends for a response the handler builds itself; True once every in-sync replica has them."""
+        ok, waits = True, []
         for append in appends:
-            ok = self._append(append) and ok
+            written, wait = self._append(append)
+            ok = ok and written
+            if wait is not None:
+                waits.append(wait)
         self._wakeup.set()
-        return ok
+        return await self._replicated(waits) and ok
 
-    def _append(self, append: Append) -> bool:
-        if not self.ensure_offsets_topic():
-            return False
+    async def _replicated(self, waits: list) -> bool:
+        errors = await asyncio.gather(*(self.node.replicas.wait_for_replication(
+            OFFSETS_TOPIC, partition, last_offset, epoch, COMMIT_TIMEOUT_S) for partition, last_offset, epoch in waits))
+        return all(error == ErrorCode.NONE for error in errors)
+
+    def _append(self, append: Append) -> tuple[bool, tuple[int, int, int] | None]:
+        """Write one append as the partition's leader: (written, what to wait for before it counts)."""
+        if OFFSETS_TOPIC not in self.node.image.topics:
+            return False, None
         batch = bytearray(build_batch([(key, value, []) for key, value in append.records]))
         result = self.node.replicas.append(OFFSETS_TOPIC, append.partition, memoryview(batch), -1)
         if result.error != ErrorCode.NONE:
             log.error("Writing group state to %s-%d failed: %s %s", OFFSETS_TOPIC, append.partition,
                       result.error.name, result.message or "")
-            return False
-        return True
+            return False, None
+        partition_log = self.node.replicas.partitions[(OFFSETS_TOPIC, append.partition)].log
+        if partition_log.high_watermark > result.last_offset:
+            return True, None
+        return True, (append.partition, result.last_offset, result.leader_epoch)
 
     async def _drive_timers(self) -> None:
         while True:

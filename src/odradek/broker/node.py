@@ -1,7 +1,9 @@
-"""The node process: formats storage, replays metadata, opens partition logs, serves the Kafka protocol.
+"""The node process: formats storage, joins the metadata quorum, opens partition logs, serves the Kafka protocol.
 
-One process holds both roles of a single-node cluster: the controller (metadata log and image) and the
-broker (partition logs, request handlers). Metadata changes reach the broker side through `_on_records`.
+A node holds both roles (KRaft's combined mode): a controller (a voter of the metadata quorum, serving its
+controller listener) and a broker (partition logs, replication, client listeners). Committed metadata
+records are applied to the image and reach the broker side through `_on_records`. Alone (no
+controller.quorum.voters) the node is a quorum of one.
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ import sys
 import time
 import uuid
 
+from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dispatcher import Dispatcher, Route
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.group_service import GroupService
+from odradek.broker.group_service import OFFSETS_TOPIC, GroupService
 from odradek.broker.handlers.api_versions import handle_api_versions
+from odradek.broker.handlers.broker_lifecycle import (
+    handle_allocate_producer_ids,
+    handle_alter_partition,
+    handle_broker_heartbeat,
+    handle_broker_registration,
+)
 from odradek.broker.handlers.cluster import handle_describe_cluster
 from odradek.broker.handlers.configs import (
     handle_alter_configs,
@@ -48,17 +57,29 @@ from odradek.broker.handlers.log_dirs import handle_describe_log_dirs
 from odradek.broker.handlers.metadata import handle_describe_topic_partitions, handle_metadata
 from odradek.broker.handlers.produce import handle_produce
 from odradek.broker.handlers.producer_ids import handle_init_producer_id
+from odradek.broker.handlers.quorum import (
+    handle_begin_quorum_epoch,
+    handle_describe_quorum,
+    handle_end_quorum_epoch,
+    handle_metadata_fetch,
+    handle_vote,
+)
 from odradek.broker.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
+from odradek.broker.lifecycle import BrokerLifecycle
+from odradek.broker.producer_ids import ProducerIdBlocks
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
-from odradek.controller.metadata_image import TOPIC_RESOURCE, TopicImage
+from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from odradek.network.server import KafkaServer
 from odradek.protocol.errors import KafkaError
+from odradek.raft.core import RaftConfig
+from odradek.raft.driver import QuorumDriver
+from odradek.replication.fetcher import ReplicaFetchers
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
@@ -70,6 +91,7 @@ log = logging.getLogger("odradek")
 METADATA_DIR = "__cluster_metadata-0"
 META_PROPERTIES = "meta.properties"
 MAINTENANCE_INTERVAL_S = 0.5
+CONTROLLER_CHECK_INTERVAL_S = 0.25
 
 # (api key, min version, max version, handler). Ranges follow Kafka 4.0.
 ROUTES = (
@@ -99,10 +121,30 @@ ROUTES = (
     (42, 0, 2, handle_delete_groups),
     (44, 0, 1, handle_incremental_alter_configs),
     (47, 0, 0, handle_offset_delete),
+    (55, 0, 1, handle_describe_quorum),
     (60, 0, 2, handle_describe_cluster),
     (68, 0, 1, handle_consumer_group_heartbeat),
     (69, 0, 1, handle_consumer_group_describe),
     (75, 0, 0, handle_describe_topic_partitions),
+)
+# The controller listener: the quorum's RPCs, the brokers' requests to the active controller, and the admin
+# requests other nodes forward to it.
+CONTROLLER_ROUTES = (
+    (1, 12, 17, handle_metadata_fetch),
+    (18, 0, 4, handle_api_versions),
+    (19, 2, 7, handle_create_topics),
+    (20, 1, 6, handle_delete_topics),
+    (33, 0, 2, handle_alter_configs),
+    (37, 0, 3, handle_create_partitions),
+    (44, 0, 1, handle_incremental_alter_configs),
+    (52, 0, 0, handle_vote),
+    (53, 0, 0, handle_begin_quorum_epoch),
+    (54, 0, 0, handle_end_quorum_epoch),
+    (55, 0, 1, handle_describe_quorum),
+    (56, 2, 3, handle_alter_partition),
+    (62, 0, 4, handle_broker_registration),
+    (63, 0, 1, handle_broker_heartbeat),
+    (67, 0, 0, handle_allocate_producer_ids),
 )
 # librdkafka refuses to produce unless Produce v0-2 are listed (KAFKA-18659); they are still rejected if used.
 ADVERTISED_MIN = {0: 0}
@@ -127,8 +169,12 @@ def read_meta_properties(directory: str) -> dict[str, str] | None:
     return props
 
 
-def format_storage(config: BrokerConfig) -> str:
-    """Check or write meta.properties in every log dir; returns the cluster id. Formats on first start."""
+def format_storage(config: BrokerConfig, cluster_id: str | None = None) -> str:
+    """Check or write meta.properties in every log dir; returns the cluster id.
+
+    A lone node formats itself on first start. A node of a multi-node quorum must be formatted beforehand with
+    the cluster's id (`odradek storage format`), as Kafka's nodes are, so that all of them agree on it.
+    """
     found = {}
     for directory in config.log_dirs:
         os.makedirs(directory, exist_ok=True)
@@ -136,11 +182,20 @@ def format_storage(config: BrokerConfig) -> str:
         if props is not None:
             found[directory] = props
     cluster_ids = {props.get("cluster.id") for props in found.values()}
+    if cluster_id is not None:
+        cluster_ids.add(cluster_id)
     if len(cluster_ids) > 1:
         raise ConfigError(f"log dirs belong to different clusters: {sorted(filter(None, cluster_ids))}")
     for directory, props in found.items():
         if props.get("node.id") != str(config.node_id):
             raise ConfigError(f"{directory} belongs to node {props.get('node.id')}, but node.id is {config.node_id}")
+    if not cluster_ids and len(config.quorum_voters) > 1:
+        raise ConfigError(f"{config.log_dirs[0]} is not formatted: run `odradek storage format --cluster-id ID` with "
+                          "the same id on every node of the cluster (`odradek storage random-uuid` makes one)")
+    legacy = os.path.join(config.log_dirs[0], METADATA_DIR, "metadata.log")
+    if os.path.exists(legacy):
+        raise ConfigError(f"{legacy} was written by an Odradek before the metadata quorum; this version cannot "
+                          "read it")
     cluster_id = cluster_ids.pop() if cluster_ids else new_cluster_id()
     for directory in config.log_dirs:
         if directory not in found:
@@ -162,31 +217,54 @@ class Node:
                                       retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                       initial_task_delay_ms=config["log.initial.task.delay.ms"])
         self.log_manager.on_dir_failure = self._on_log_dir_failure
-        self.replicas = ReplicaManager(self.log_manager)
         self.metadata_dir = os.path.abspath(config.log_dirs[0])
         self.halted = asyncio.Event()  # set when the node cannot go on: _serve then stops it with status 1
         self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
-        self.controller = Controller(config, os.path.join(self.metadata_dir, METADATA_DIR), self.cluster_id,
-                                     self._on_records)
+        self.image = MetadataImage()
+        self.quorum = QuorumDriver(
+            self.node_id, config.quorum_voters, os.path.join(self.metadata_dir, METADATA_DIR), self.cluster_id,
+            RaftConfig(fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+                       election_timeout_ms=config["controller.quorum.election.timeout.ms"],
+                       election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
+                       fetch_interval_ms=100, begin_retry_ms=200, max_fetch_entries=256),
+            fetch_max_wait_ms=min(500, config["controller.quorum.fetch.timeout.ms"] // 4),
+            on_commit=self._on_commit)
+        self.controller = Controller(config, self.image, self.quorum)
+        self.controller_channel = ControllerChannel(self)
+        self.lifecycle = BrokerLifecycle(self)
+        self.producer_ids = ProducerIdBlocks(self)
+        self.replicas = ReplicaManager(self)
+        self.fetchers = ReplicaFetchers(self)
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
             for key, low, high, handler in ROUTES])
+        self.controller_dispatcher = Dispatcher([
+            Route(key, low, high, functools.partial(handler, self)) for key, low, high, handler in CONTROLLER_ROUTES])
         self.servers: list[KafkaServer] = []
+        self.controller_servers: list[KafkaServer] = []
         self.cleaner: LogCleaner | None = None
         self._cleaning: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
         self._started = False
 
     # start-up and shutdown
 
     async def start(self) -> None:
         started = time.monotonic()
-        self.controller.start()
-        image = self.controller.image
-        self.cluster_id = image.cluster_id or self.cluster_id
+        self.quorum.start()
+        for listener in self.config.controller_listeners:
+            server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.controller_dispatcher,
+                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
+            await server.start()
+            self.controller_servers.append(server)
+        self._tasks.append(asyncio.create_task(self._run_controller()))
+        await self._catch_up_metadata()
+        self.cluster_id = self.image.cluster_id or self.cluster_id
         self.log_manager.load(self._log_config_of, now_ms())
         self._reconcile_logs()
         self._started = True
+        await self.lifecycle.start()
         self.groups = GroupService(self)
         self.groups.start()
         for listener in self.config.listeners:
@@ -194,20 +272,33 @@ class Node:
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
             await server.start()
             self.servers.append(server)
-        self._maintenance = asyncio.create_task(self._maintain())
+        self._tasks.append(asyncio.create_task(self._maintain()))
         if self.config["log.cleaner.enable"]:
             self.cleaner = LogCleaner(self.log_manager, CleanerConfig(
                 dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
                 load_factor=self.config["log.cleaner.io.buffer.load.factor"],
                 backoff_ms=self.config["log.cleaner.backoff.ms"]))
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
-        addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.servers)
+        addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.controller_servers + self.servers)
+        image = self.image
         log.info("Odradek node %d of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
                  self.node_id, self.cluster_id, time.monotonic() - started, len(image.topics),
                  sum(len(t.partitions) for t in image.topics.values()), addresses)
 
+    async def _catch_up_metadata(self) -> None:
+        """Wait until a leader is known and everything committed before this start is applied here."""
+        waited = time.monotonic()
+        while not (self.quorum.leader_id >= 0 and self.quorum.core.high_watermark > 0
+                   and self.quorum.applied >= self.quorum.core.high_watermark):
+            if time.monotonic() - waited > 10:
+                log.info("Waiting for the metadata quorum (voters %s)", sorted(self.config.quorum_voters) or [self.node_id])
+                waited = time.monotonic()
+            await asyncio.sleep(0.02)
+
     async def stop(self) -> None:
-        self._maintenance.cancel()
+        await self.lifecycle.shut_down()  # controlled shutdown: leaderships move before we go
+        for task in self._tasks:
+            task.cancel()
         if self._cleaning is not None:
             self.cleaner.stop()  # a cleaning under way in its thread gives up at its next batch
             self._cleaning.cancel()
@@ -215,32 +306,59 @@ class Node:
                 await self._cleaning
             except asyncio.CancelledError:
                 pass
+        await self.fetchers.stop()
         for server in self.servers:
             await server.close()
         self.groups.stop()
+        self.controller_channel.close()
+        await self.quorum.stop()
+        for server in self.controller_servers:
+            await server.close()
         self.log_manager.close()
-        self.controller.close()
         log.info("Odradek node %d stopped cleanly", self.node_id)
+
+    async def _run_controller(self) -> None:
+        """While this node is the active controller: name the cluster, fence brokers whose session expired."""
+        was_active = False
+        while True:
+            await asyncio.sleep(CONTROLLER_CHECK_INTERVAL_S)
+            try:
+                active = self.controller.is_active
+                if active and not was_active:
+                    log.info("Node %d is the active controller (epoch %d)", self.node_id, self.quorum.epoch)
+                    await self.controller.activate(self.cluster_id)
+                elif active:
+                    fenced = await self.controller.fence_silent_brokers()
+                    if fenced:
+                        log.warning("Fenced broker(s) %s: no heartbeat within broker.session.timeout.ms", fenced)
+                was_active = active
+            except KafkaError as exc:
+                log.info("Controller step failed: %s", exc)
+                was_active = False
+            except Exception:
+                log.exception("controller step failed")
 
     async def _maintain(self) -> None:
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             try:
                 self.log_manager.maintain(now_ms())
+                self.replicas.maintain_isr()
             except Exception:
                 log.exception("log maintenance failed")
 
     def _log_config_of(self, topic_name: str) -> LogConfig:
-        topic = self.controller.image.topics.get(topic_name)
+        topic = self.image.topics.get(topic_name)
         return self.controller.log_config(topic) if topic else self.log_manager.default_config
 
     def _reconcile_logs(self) -> None:
         """Make the partition logs on disk match the metadata image (a crash can fall between the two)."""
-        image = self.controller.image
+        image = self.image
         for existing in list(self.log_manager.logs()):
             topic = image.topics.get(existing.topic)
-            if topic is None or existing.partition not in topic.partitions:
-                log.info("Deleting %s-%d: its topic no longer exists", existing.topic, existing.partition)
+            if topic is None or existing.partition not in topic.partitions \
+                    or self.node_id not in topic.partitions[existing.partition].replicas:
+                log.info("Deleting %s-%d: it is no longer a replica here", existing.topic, existing.partition)
                 self.log_manager.delete(existing.topic, existing.partition)
         existing_only = bool(self.log_manager.offline_dirs)
         for topic in image.topics.values():
@@ -259,10 +377,15 @@ class Node:
         self.halted.set()
 
     def _host(self, topic: TopicImage, index: int, *, existing_only: bool = False) -> None:
-        """Serve a partition of this node; with existing_only (start-up while a log dir is offline), a log
-        not found is taken to be in the offline dir instead of being created empty elsewhere."""
+        """Serve a partition of this node as its leader or a follower; with existing_only (start-up while a log
+        dir is offline), a log not found is taken to be in the offline dir instead of being created empty elsewhere."""
         partition = topic.partitions[index]
-        if self.node_id not in partition.replicas or self.log_manager.is_offline(topic.name, index):
+        if self.node_id not in partition.replicas:
+            if self.log_manager.get(topic.name, index) is not None:  # reassigned away
+                self.replicas.unhost(topic.name, index)
+                self.log_manager.delete(topic.name, index)
+            return
+        if self.log_manager.is_offline(topic.name, index):
             return
         log_ = self.log_manager.get(topic.name, index)
         if log_ is None and existing_only:
@@ -275,18 +398,27 @@ class Node:
                 log.error("Cannot host %s-%d: %s", topic.name, index, exc)
                 return
         log_.producer_id_expiration_ms = self.config["producer.id.expiration.ms"]
-        self.replicas.host(topic.name, index, log_, partition.leader_epoch, partition.isr)
+        self.replicas.host(topic.name, index, log_, partition)
 
     # metadata changes
 
+    def _on_commit(self, offset: int, records: list[dict]) -> None:
+        """A committed entry of the metadata log: applied to the image, then acted on by the broker side."""
+        for record in records:
+            self.image.apply(record, offset)
+        if self._started:
+            self._on_records(records)
+
     def _on_records(self, records: list[dict]) -> None:
-        if not self._started:
-            return
-        image = self.controller.image
+        image = self.image
         for record in records:
             kind = record["type"]
-            if kind == "PartitionRecord":
-                self._host(image.topics_by_id[uuid_from_text(record["topic_id"])], record["partition"])
+            if kind in ("PartitionRecord", "PartitionChangeRecord"):
+                topic = image.topics_by_id.get(uuid_from_text(record["topic_id"]))
+                if topic is not None:
+                    self._host(topic, record["partition"])
+                    if self.groups is not None and topic.name == OFFSETS_TOPIC:
+                        self.groups.on_leadership(record["partition"])
             elif kind == "RemoveTopicRecord":
                 for existing in [lg for lg in self.log_manager.logs() if lg.topic == record["name"]]:
                     self.replicas.unhost(existing.topic, existing.partition)
@@ -295,7 +427,7 @@ class Node:
                 self._apply_configs(record)
 
     def _apply_configs(self, record: dict) -> None:
-        image = self.controller.image
+        image = self.image
         if record["resource_type"] == TOPIC_RESOURCE:
             topics = [image.topics[record["resource_name"]]] if record["resource_name"] in image.topics else []
         else:
@@ -309,18 +441,27 @@ class Node:
 
     # used by handlers
 
-    def auto_create_topic(self, name: str) -> TopicImage | None:
+    async def auto_create_topic(self, name: str) -> TopicImage | None:
         try:
-            return self.controller.create_topic(name)
+            await self.controller_channel.create_topic(name)
         except KafkaError as exc:
             log.info("Auto-creation of topic %s failed: %s", name, exc)
-            return self.controller.image.topics.get(name)
+        return self.image.topics.get(name)
 
     def broker_endpoints(self, listener_name: str, key: str) -> list[dict]:
-        advertised = self.config.advertised_listeners
-        endpoint = next((a for a in advertised if a.name == listener_name), advertised[0])
-        return [{key: self.node_id, "host": endpoint.host, "port": endpoint.port, "rack": self.config["broker.rack"],
-                 "is_fenced": False}]
+        """The live brokers as Metadata and DescribeCluster list them, at their `listener_name` endpoints."""
+        endpoints = []
+        for broker_id in self.image.live_brokers:
+            broker = self.image.brokers[broker_id]
+            host, port = broker.endpoints.get(listener_name) or next(iter(broker.endpoints.values()))
+            endpoints.append({key: broker_id, "host": host, "port": port, "rack": broker.rack, "is_fenced": False})
+        return endpoints
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata names as the controller: clients send admin requests there (any node forwards them)."""
+        leader = self.quorum.leader_id
+        return leader if leader in self.image.live_brokers else self.node_id
 
 
 def configure_logging() -> None:

@@ -1,24 +1,33 @@
-"""ReplicaManager: the partitions this node hosts, and produce, fetch and offset look-ups against their logs.
+"""ReplicaManager: the partitions this node hosts, as leader or follower, and produce, fetch and offset look-ups.
 
-On a single node every partition is led here and its in-sync replica set is just this node, so the high
-watermark follows the log end offset as soon as an append is written. Fetches that cannot be answered yet
-wait in the purgatory, keyed by partition, and are woken by appends to the partitions they read.
+The metadata image says who leads each partition, in which leader epoch, and who is in sync. A leader
+appends produced batches, serves consumers up to its high watermark, and serves followers' fetches, from
+which it learns each follower's log end: the high watermark is the smallest log end among the in-sync
+replicas (including replicas whose joining is pending, KIP-497), and acks=all requests wait until it
+passes their batch. A follower that has not caught up for replica.lag.time.max.ms leaves the ISR, one that
+catches up joins it, both through AlterPartition to the controller. A follower divergent from its leader
+(a deposed leader's unreplicated suffix) learns the diverging epoch from its fetch and truncates exactly
+that suffix (replication/fetcher.py drives followers).
 
-An I/O error while serving a partition takes its whole log dir offline (LogManager.fail_dir); from then on
-that dir's partitions answer KAFKA_STORAGE_ERROR and the fetches waiting on them are woken to say so.
+Fetches and acks=all produces that cannot be answered yet wait, keyed by partition, and are woken by
+appends and high watermark moves. An I/O error while serving a partition takes its whole log dir offline
+(LogManager.fail_dir); from then on that dir's partitions answer KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from odradek.controller.metadata_image import PartitionImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
 from odradek.storage.log import PartitionLog
-from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -26,6 +35,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
 LATEST_TIERED_TIMESTAMP = -6
+ALTER_PARTITION, ALTER_PARTITION_VERSION = 56, 2
 
 
 def now_ms() -> int:
@@ -33,12 +43,32 @@ def now_ms() -> int:
 
 
 @dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = -1
+
+
+@dataclass
 class Partition:
     topic: str
     index: int
     log: PartitionLog
+    node_id: int
+    leader: int = -1
     leader_epoch: int = 0
+    partition_epoch: int = 0
     isr: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    pending_isr: tuple[int, ...] | None = None  # an AlterPartition in flight
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
 
     def check_leader_epoch(self, requested: int) -> None:
         if requested < 0 or requested == self.leader_epoch:
@@ -55,6 +85,8 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass
@@ -64,6 +96,7 @@ class FetchRead:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileRegion | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a divergent follower
 
     @property
     def size(self) -> int:
@@ -71,28 +104,60 @@ class FetchRead:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager):
-        self.log_manager = log_manager
+    def __init__(self, node):
+        self.node = node
+        self.node_id = node.node_id
+        self.log_manager = node.log_manager
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
 
     # hosting
 
-    def host(self, topic: str, index: int, log: PartitionLog, leader_epoch: int, isr: list[int]) -> None:
-        # This node is the only replica: everything its log holds, recovered after a crash too, is committed.
-        log.high_watermark = log.log_end_offset
-        self.partitions[(topic, index)] = Partition(topic, index, log, leader_epoch, tuple(isr))
+    def host(self, topic: str, index: int, log_: PartitionLog, image: PartitionImage) -> None:
+        """Serve a partition in the role the metadata gives this node (called again on every change)."""
+        key = (topic, index)
+        partition = self.partitions.get(key)
+        if partition is None or partition.log is not log_:
+            partition = self.partitions[key] = Partition(topic, index, log_, self.node_id)
+        was_leader, old_epoch = partition.is_leader, partition.leader_epoch
+        partition.leader, partition.leader_epoch = image.leader, image.leader_epoch
+        partition.isr, partition.replicas = tuple(image.isr), tuple(image.replicas)
+        if image.partition_epoch != partition.partition_epoch:
+            partition.pending_isr = None  # the controller decided; the image now says what
+        partition.partition_epoch = image.partition_epoch
+        if partition.is_leader:
+            if not was_leader or old_epoch != partition.leader_epoch:
+                self._become_leader(partition)
+            self._advance_high_watermark(partition)
+        else:
+            partition.followers = {}
+            self.node.fetchers.follow(topic, index, partition.leader)
+        self._wake(key)
+
+    def _become_leader(self, partition: Partition) -> None:
+        self.node.fetchers.unfollow(partition.topic, partition.index)
+        now = now_ms()
+        # ISR members get a full lag window to show up; the epoch starts at our log end (KIP-101).
+        partition.followers = {r: FollowerState(last_caught_up_ms=now if r in partition.isr else 0)
+                               for r in partition.replicas if r != self.node_id}
+        partition.log.leader_epochs.assign(partition.leader_epoch, partition.log.log_end_offset)
+        log.info("Leading %s-%d in epoch %d from offset %d (ISR %s)", partition.topic, partition.index,
+                 partition.leader_epoch, partition.log.log_end_offset, list(partition.isr))
 
     def unhost(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
+        self.node.fetchers.unfollow(topic, index)
         self._wake((topic, index))
 
     def partition(self, topic: str, index: int) -> Partition:
+        """The partition as its leader serves it; raises for followers and partitions not hosted."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.log_manager.is_offline(topic, index):
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{index} is offline")
+        if not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {self.node_id} does not lead {topic}-{index}")
         return partition
 
     def on_dir_failure(self, keys: list[tuple[str, int]]) -> None:
@@ -121,34 +186,207 @@ class ReplicaManager:
             return ProduceResult(exc.code, message=exc.message)
         except OSError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._storage_failed(partition, exc).message)
-        # Single replica: the ISR is this node, so the high watermark moves with the log end offset.
-        partition.log.high_watermark = partition.log.log_end_offset
+        self._advance_high_watermark(partition)
         self._wake((topic, index))
-        return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset)
+        return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset,
+                             last_offset=info.last_offset, leader_epoch=partition.leader_epoch)
+
+    async def wait_for_replication(self, topic: str, index: int, last_offset: int, leader_epoch: int,
+                                   timeout_s: float) -> ErrorCode:
+        """acks=all: wait until the high watermark passes `last_offset` in the epoch it was written in."""
+        key = (topic, index)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            partition = self.partitions.get(key)
+            if partition is None or not partition.is_leader or partition.leader_epoch != leader_epoch \
+                    or self.log_manager.is_offline(topic, index):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if partition.log.high_watermark > last_offset:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await self.wait_for_data([key], remaining)
 
     # fetch
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              min_one_batch: bool) -> FetchRead:
+        """A consumer's read: up to the high watermark, from the leader."""
         try:
             partition = self.partition(topic, index)
             partition.check_leader_epoch(current_leader_epoch)
-            log = partition.log
+            log_ = partition.log
             try:
-                region = log.read(fetch_offset, max_bytes, max_offset=log.high_watermark,
-                                  min_one_batch=min_one_batch)
+                region = log_.read(fetch_offset, max_bytes, max_offset=log_.high_watermark,
+                                   min_one_batch=min_one_batch)
             except OSError as exc:
                 raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
-            partition = self.partitions.get((topic, index))
-            if partition is None or exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
-                return FetchRead(exc.code)
-            log = partition.log
-            return FetchRead(exc.code, log.high_watermark, log.high_watermark, log.log_start_offset)
-        return FetchRead(ErrorCode.NONE, log.high_watermark, log.high_watermark, log.log_start_offset, region)
+            return self._failed_read(topic, index, exc)
+        return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)
+
+    def _failed_read(self, topic: str, index: int, exc: KafkaError) -> FetchRead:
+        partition = self.partitions.get((topic, index))
+        if partition is None or exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
+            return FetchRead(exc.code)
+        log_ = partition.log
+        return FetchRead(exc.code, log_.high_watermark, log_.high_watermark, log_.log_start_offset)
+
+    def read_for_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
+                          current_leader_epoch: int, max_bytes: int) -> FetchRead:
+        """A follower's fetch: it reports its log end (fetch_offset), then reads up to our log end."""
+        try:
+            partition = self.partition(topic, index)
+            partition.check_leader_epoch(current_leader_epoch)
+            follower = partition.followers.get(replica_id)
+            if follower is None:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {replica_id} is no replica of {topic}-{index}")
+            log_ = partition.log
+            if last_fetched_epoch >= 0:
+                epoch, end = log_.end_offset_for_epoch(last_fetched_epoch)
+                if epoch < 0:  # the follower has an epoch we never had: all of it after our latest epoch goes
+                    epoch, end = max(log_.leader_epochs.latest_epoch, 0), log_.log_end_offset
+                if epoch != last_fetched_epoch or end < fetch_offset:
+                    return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset,
+                                     diverging_epoch=(epoch, end))
+            self._update_follower(partition, follower, replica_id, fetch_offset)
+            try:
+                region = log_.read(fetch_offset, max_bytes, max_offset=log_.log_end_offset, min_one_batch=True)
+            except OSError as exc:
+                raise self._storage_failed(partition, exc) from exc
+        except KafkaError as exc:
+            return self._failed_read(topic, index, exc)
+        return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)
+
+    def _update_follower(self, partition: Partition, follower: FollowerState, replica_id: int,
+                         fetch_offset: int) -> None:
+        now = now_ms()
+        leader_end = partition.log.log_end_offset
+        # Kafka's rule: caught up now if it asked from our log end, or since its previous fetch if it has
+        # reached what our log end was then.
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
+            follower.last_caught_up_ms = follower.last_fetch_ms
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms, follower.leader_end_at_last_fetch = now, leader_end
+        self._maybe_expand_isr(partition, replica_id, follower)
+        self._advance_high_watermark(partition)
+
+    def _advance_high_watermark(self, partition: Partition) -> None:
+        log_ = partition.log
+        members = set(partition.isr) | set(partition.pending_isr or ())
+        ends = [log_.log_end_offset] + [partition.followers[r].log_end_offset for r in members
+                                        if r != self.node_id and r in partition.followers]
+        new = min(ends)
+        if new > log_.high_watermark:
+            log_.high_watermark = new
+            self._wake((partition.topic, partition.index))
+
+    # in-sync replica set
+
+    def _maybe_expand_isr(self, partition: Partition, replica_id: int, follower: FollowerState) -> None:
+        if replica_id in partition.isr or partition.pending_isr is not None:
+            return
+        epoch_start = next((e.start_offset for e in partition.log.leader_epochs.entries
+                            if e.epoch == partition.leader_epoch), 0)
+        if follower.log_end_offset >= max(partition.log.high_watermark, epoch_start) \
+                and replica_id in self.node.image.live_brokers:
+            self._alter_isr(partition, (*partition.isr, replica_id))
+
+    def maintain_isr(self) -> None:
+        """Shrink the ISR of led partitions by the followers that fell behind for replica.lag.time.max.ms."""
+        lag_max = self.node.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        for partition in self.partitions.values():
+            if not partition.is_leader or partition.pending_isr is not None:
+                continue
+            lagging = [r for r in partition.isr if r != self.node_id
+                       and now - partition.followers.get(r, FollowerState()).last_caught_up_ms > lag_max]
+            if lagging:
+                self._alter_isr(partition, tuple(r for r in partition.isr if r not in lagging))
+
+    def _alter_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        partition.pending_isr = new_isr
+        log.info("Asking to change the ISR of %s-%d from %s to %s", partition.topic, partition.index,
+                 list(partition.isr), list(new_isr))
+        asyncio.get_running_loop().create_task(self._send_alter_partition(partition, new_isr))
+
+    async def _send_alter_partition(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        topic = self.node.image.topics.get(partition.topic)
+        body = {"broker_id": self.node_id, "broker_epoch": self.node.lifecycle.epoch, "topics": [{
+            "topic_id": topic.topic_id if topic else bytes(16), "partitions": [{
+                "partition_index": partition.index, "leader_epoch": partition.leader_epoch,
+                "new_isr": list(new_isr), "leader_recovery_state": 0,
+                "partition_epoch": partition.partition_epoch}]}]}
+        error = None
+        try:
+            response = await self.node.controller_channel.request(ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
+                                                                  timeout_s=10.0)
+            error = response["error_code"] or next(
+                (p["error_code"] for t in response["topics"] for p in t["partitions"]), ErrorCode.NONE)
+        except (KafkaError, ConnectionError, TimeoutError) as exc:
+            error = exc
+        if error:
+            log.info("AlterPartition of %s-%d failed: %s", partition.topic, partition.index,
+                     ErrorCode(error).name if isinstance(error, int) else error)
+            if partition.pending_isr == new_isr:
+                partition.pending_isr = None  # try again at the next check, from the current image
+
+    # follower side (driven by replication/fetcher.py)
+
+    def on_fetched(self, topic: str, index: int, leader_epoch: int, data: dict) -> ErrorCode:
+        """Apply one partition of a follower fetch response; returns its error for the fetcher to act on."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or partition.is_leader or partition.leader_epoch != leader_epoch:
+            return ErrorCode.NONE  # the metadata moved on while the fetch was out
+        log_ = partition.log
+        error = ErrorCode(data["error_code"])
+        try:
+            if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if log_.log_end_offset < data["log_start_offset"]:
+                    log_.truncate_fully_and_start_at(data["log_start_offset"])
+                else:
+                    log_.truncate_to(max(data["high_watermark"], log_.high_watermark))
+                return ErrorCode.NONE
+            if error != ErrorCode.NONE:
+                return error
+            diverging = data["diverging_epoch"]
+            if diverging["end_offset"] >= 0:
+                epoch, end = log_.end_offset_for_epoch(diverging["epoch"])
+                target = diverging["end_offset"] if end < 0 else min(end, diverging["end_offset"])
+                log.info("Truncating %s-%d to %d: diverged from the leader at epoch %d", topic, index, target,
+                         diverging["epoch"])
+                log_.truncate_to(target)
+                return ErrorCode.NONE
+            records = data["records"]
+            if records is not None and len(records):
+                log_.append_as_follower(records, now_ms=now_ms())
+            log_.high_watermark = min(data["high_watermark"], log_.log_end_offset)
+            if log_.log_start_offset < data["log_start_offset"] <= log_.high_watermark:
+                log_.delete_records_before(data["log_start_offset"])
+        except OSError as exc:
+            return self._storage_failed(partition, exc).code
+        except KafkaError as exc:  # a corrupt or misplaced answer: nothing was written; the next fetch retries
+            log.warning("Replicated records for %s-%d refused: %s", topic, index, exc)
+            return exc.code
+        return ErrorCode.NONE
+
+    def fetch_position(self, topic: str, index: int) -> tuple[int, int, int, int] | None:
+        """(leader epoch, fetch offset, last fetched epoch, log start) of a followed partition, or None."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or partition.is_leader or self.log_manager.is_offline(topic, index):
+            return None
+        log_ = partition.log
+        return partition.leader_epoch, log_.log_end_offset, log_.leader_epochs.latest_epoch, log_.log_start_offset
+
+    # waiting
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
-        """Return after an append to any of `keys`, or after the timeout."""
+        """Return after an append to, or a high watermark move of, any of `keys`, or after the timeout."""
         if timeout_s <= 0:
             return
         future = asyncio.get_running_loop().create_future()
@@ -180,36 +418,36 @@ class ReplicaManager:
         """(timestamp, offset, leader epoch) for a ListOffsets query; raises KafkaError."""
         partition = self.partition(topic, index)
         partition.check_leader_epoch(current_leader_epoch)
-        log = partition.log
+        log_ = partition.log
         epoch = partition.leader_epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return -1, log.log_start_offset, epoch
+            return -1, log_.log_start_offset, epoch
         if timestamp == LATEST_TIMESTAMP:
-            return -1, log.high_watermark, epoch
+            return -1, log_.high_watermark, epoch
         if timestamp == MAX_TIMESTAMP:
-            offset, max_timestamp = log.max_timestamp()
+            offset, max_timestamp = log_.max_timestamp()
             return max_timestamp, offset, epoch
         if timestamp in (EARLIEST_PENDING_UPLOAD_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
             return -1, -1, -1  # no tiered storage: nothing is pending upload or tiered
         if timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
         try:
-            found = log.offset_for_timestamp(timestamp)
+            found = log_.offset_for_timestamp(timestamp)
         except OSError as exc:
             raise self._storage_failed(partition, exc) from exc
-        if found is None or found[0] >= log.high_watermark:
+        if found is None or found[0] >= log_.high_watermark:
             return -1, -1, -1
         return found[1], found[0], epoch
 
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         partition = self.partition(topic, index)
-        log = partition.log
+        log_ = partition.log
         if offset == -1:
-            offset = log.high_watermark
-        if offset < 0 or offset > log.high_watermark:
+            offset = log_.high_watermark
+        if offset < 0 or offset > log_.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {offset} is outside the partition's range 0..{log.high_watermark}")
+                             f"offset {offset} is outside the partition's range 0..{log_.high_watermark}")
         try:
-            return log.delete_records_before(offset)
+            return log_.delete_records_before(offset)
         except OSError as exc:
             raise self._storage_failed(partition, exc) from exc

@@ -1,12 +1,13 @@
-"""`odradek cluster info`: cluster id, controller and brokers."""
+"""`odradek cluster info|status`: cluster id, controller and brokers; the quorum and replication health."""
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from confluent_kafka import KafkaError, KafkaException
 
-from odradek.cli.main import is_unreachable, raise_for_kafka_error
+from odradek.cli.main import CliError, is_unreachable, raise_for_kafka_error
 from odradek.cli.output import print_json, print_table
 from odradek.cli.topics import admin_client, cluster_metadata
 
@@ -46,4 +47,71 @@ def cluster_info(args: argparse.Namespace) -> int:
     print()
     print_table(["BROKER", "HOST", "PORT", "RACK"],
                 [(b["id"], b["host"], b["port"], b["rack"]) for b in info["brokers"]])
+    return 0
+
+
+def describe_quorum(bootstrap: str, timeout_s: float) -> dict:
+    """DescribeQuorum through any broker (it forwards to the quorum leader)."""
+    import asyncio
+
+    from odradek.network.client import NodeConnection
+
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+
+    async def ask() -> dict:
+        connection = NodeConnection(host, int(port), client_id="odradek-cli")
+        try:
+            return await connection.request(55, 1, {"topics": [{"topic_name": "__cluster_metadata",
+                                                                 "partitions": [{"partition_index": 0}]}]}, timeout_s)
+        finally:
+            connection.close()
+
+    try:
+        response = asyncio.run(ask())
+    except (OSError, TimeoutError) as exc:
+        raise CliError(f"cannot describe the metadata quorum at {bootstrap}: {exc}") from None
+    partitions = [p for t in response["topics"] for p in t["partitions"]]
+    if response["error_code"] or not partitions or partitions[0]["error_code"]:
+        code = response["error_code"] or (partitions[0]["error_code"] if partitions else -1)
+        raise CliError(f"cannot describe the metadata quorum: error {code}")
+    p = partitions[0]
+    return {"leader": p["leader_id"], "epoch": p["leader_epoch"], "high_watermark": p["high_watermark"],
+            "voters": [{"id": v["replica_id"], "log_end_offset": v["log_end_offset"],
+                        "lag": max(0, p["high_watermark"] - v["log_end_offset"])} for v in p["current_voters"]]}
+
+
+def cluster_status(args: argparse.Namespace) -> int:
+    admin = admin_client(args)
+    metadata = cluster_metadata(admin, args)
+    quorum = describe_quorum(args.bootstrap_server, args.timeout)
+    leaders = Counter(p.leader for t in metadata.topics.values() for p in t.partitions.values())
+    hosted = Counter(r for t in metadata.topics.values() for p in t.partitions.values() for r in p.replicas)
+    under = [{"topic": name, "partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
+             for name, t in sorted(metadata.topics.items()) for p in sorted(t.partitions.values(), key=lambda p: p.id)
+             if len(p.isrs) < len(p.replicas) or p.leader < 0]
+    status = {
+        "cluster_id": metadata.cluster_id, "controller": metadata.controller_id, "quorum": quorum,
+        "brokers": [{"id": b.id, "host": b.host, "port": b.port, "leaders": leaders.get(b.id, 0),
+                     "replicas": hosted.get(b.id, 0)} for b in sorted(metadata.brokers.values(), key=lambda b: b.id)],
+        "under_replicated": under,
+    }
+    if args.output == "json":
+        print_json(status)
+        return 0
+    print(f"Cluster ID: {status['cluster_id']}")
+    print(f"Metadata quorum: leader {quorum['leader']}, epoch {quorum['epoch']}, "
+          f"high watermark {quorum['high_watermark']}")
+    print()
+    print_table(["VOTER", "LOG END", "LAG"], [(v["id"], v["log_end_offset"], v["lag"]) for v in quorum["voters"]])
+    print()
+    print_table(["BROKER", "HOST", "PORT", "LEADERS", "REPLICAS"],
+                [(b["id"], b["host"], b["port"], b["leaders"], b["replicas"]) for b in status["brokers"]])
+    print()
+    if not under:
+        print("Under-replicated partitions: none")
+    else:
+        print("Under-replicated partitions:")
+        print_table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"],
+                    [(u["topic"], u["partition"], u["leader"], ",".join(map(str, u["replicas"])),
+                      ",".join(map(str, u["isr"]))) for u in under])
     return 0

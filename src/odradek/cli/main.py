@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one setting (repeatable)")
     server.set_defaults(run=run_server)
+    add_storage_parser(commands)
+    add_dev_cluster_parser(commands)
 
     client = ArgumentParser(add_help=False)
     group = client.add_argument_group("connection")
@@ -205,6 +207,38 @@ def build_parser() -> argparse.ArgumentParser:
     _module("groups").add_groups_parser(commands, client, output)
     add_cluster_parser(commands, client, output)
     return parser
+
+
+def add_storage_parser(commands) -> None:
+    storage = commands.add_parser("storage", help="format a node's log dirs for a cluster",
+                                  description="Prepare log dirs, as kafka-storage.sh does.")
+    sub = storage.add_subparsers(dest="storage_command", metavar="ACTION", parser_class=ArgumentParser)
+    sub.required = True
+    p = sub.add_parser("random-uuid", help="print a new cluster id", description="Print a new cluster id.")
+    p.set_defaults(run=lambda args: _module("storage").random_uuid(args))
+    p = sub.add_parser("format", help="write meta.properties with the cluster id into every log dir",
+                       description="Format the log dirs of the node the settings describe. Every node of a "
+                                   "cluster is formatted with the same cluster id before its first start.")
+    p.add_argument("--cluster-id", "-t", required=True, metavar="ID", help="the cluster's id (random-uuid)")
+    p.add_argument("--config", metavar="FILE", help="server properties file")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                   help="override one setting (repeatable)")
+    p.add_argument("--ignore-formatted", "-g", action="store_true", help="skip dirs that are already formatted")
+    p.set_defaults(run=lambda args: _module("storage").format_dirs(args))
+
+
+def add_dev_cluster_parser(commands) -> None:
+    p = commands.add_parser("dev-cluster", help="run a local cluster of several nodes",
+                            description="Start a local cluster: separate node processes on 127.0.0.1, each with its "
+                                        "own ports and data dir, all of them voters of the metadata quorum. Prints "
+                                        "the bootstrap servers; Ctrl-C stops the nodes.")
+    p.add_argument("--nodes", type=positive_int, default=3, help="number of nodes (default 3)")
+    p.add_argument("--dir", default="./dev-cluster", help="parent of the nodes' data dirs (default ./dev-cluster)")
+    p.add_argument("--base-port", type=positive_int, default=19092,
+                   help="node N listens on base+2(N-1) for clients and the next port for the quorum (default 19092)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                   help="a setting for every node (repeatable)")
+    p.set_defaults(run=lambda args: _module("dev_cluster").run(args))
 
 
 def add_topics_parser(commands, client, output) -> None:
@@ -311,6 +345,10 @@ def add_cluster_parser(commands, client, output) -> None:
     p = sub.add_parser("info", parents=[client, output], help="cluster id, controller and brokers",
                        description="Show the cluster id, the controller and the brokers.")
     p.set_defaults(run=lambda args: _module("cluster").cluster_info(args))
+    p = sub.add_parser("status", parents=[client, output], help="quorum, nodes, leaders, under-replicated partitions",
+                       description="Show the metadata quorum (leader, epoch, each voter's lag), the brokers, how "
+                                   "many partitions each leads, and the partitions whose ISR is short of replicas.")
+    p.set_defaults(run=lambda args: _module("cluster").cluster_status(args))
 
 
 def offset_spec(text: str) -> int | str:
@@ -365,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 1
-    if args.command != "server":
+    if args.command not in ("server", "dev-cluster"):
         interrupt_on_sigterm()
     try:
         return args.run(args) or 0

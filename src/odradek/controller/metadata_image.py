@@ -1,7 +1,8 @@
-"""The metadata image: topics, partitions and configs, rebuilt by applying metadata records in order.
+"""The metadata image: brokers, topics, partitions and configs, rebuilt by applying metadata records in order.
 
-Records mirror Kafka's KRaft metadata records (TopicRecord, PartitionRecord, PartitionChangeRecord,
-ConfigRecord, RemoveTopicRecord) so the same image later replays a replicated quorum log.
+Records mirror Kafka's KRaft metadata records (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
+TopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord, RemoveTopicRecord). Every node applies
+the committed records of the metadata quorum's log, so every node holds the same image.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ class PartitionImage:
 
 
 @dataclass
+class BrokerImage:
+    broker_id: int
+    epoch: int  # the offset of its registration record: a restarted broker gets a new one
+    incarnation_id: str
+    endpoints: dict[str, tuple[str, int]]  # listener name -> (host, port)
+    rack: str | None
+    fenced: bool = True
+
+
+@dataclass
 class TopicImage:
     name: str
     topic_id: bytes
@@ -34,15 +45,29 @@ class TopicImage:
 
 class MetadataImage:
     def __init__(self):
+        self.brokers: dict[int, BrokerImage] = {}
         self.topics: dict[str, TopicImage] = {}
         self.topics_by_id: dict[bytes, TopicImage] = {}
         self.broker_configs: dict[str, str] = {}
         self.cluster_id: str | None = None
         self.next_producer_id = 0
 
-    def apply(self, record: dict) -> None:
+    @property
+    def live_brokers(self) -> list[int]:
+        """Registered brokers that are not fenced, in id order: those that may lead and join ISRs."""
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def apply(self, record: dict, offset: int = 0) -> None:
         kind = record["type"]
-        if kind == "TopicRecord":
+        if kind == "RegisterBrokerRecord":
+            self.brokers[record["broker_id"]] = BrokerImage(
+                record["broker_id"], offset, record["incarnation_id"],
+                {name: (host, port) for name, host, port in record["endpoints"]}, record.get("rack"))
+        elif kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            broker = self.brokers.get(record["broker_id"])
+            if broker is not None and broker.epoch == record["epoch"]:
+                broker.fenced = kind == "FenceBrokerRecord"
+        elif kind == "TopicRecord":
             topic = TopicImage(record["name"], uuid_from_text(record["topic_id"]))
             self.topics[topic.name] = topic
             self.topics_by_id[topic.topic_id] = topic

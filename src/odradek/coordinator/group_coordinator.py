@@ -191,6 +191,10 @@ class GroupCoordinator:
         h = java_string_hash(group_id)
         return (0 if h == -(1 << 31) else abs(h)) % self.num_partitions
 
+    @property
+    def unloaded_partitions(self) -> frozenset[int]:
+        return frozenset(self._unloaded)
+
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) not in self._unloaded
 

@@ -91,12 +91,21 @@ class RaftCore:
             self._deadline_ms = now_ms
         elif state.leader_id != NO_LEADER:
             self._become_follower(state.leader_id, now_ms)
+        if self.voters == {node_id}:
+            self._deadline_ms = now_ms  # the only voter: nobody to wait for
 
     # ---- public API -------------------------------------------------------------------------------
 
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
+
+    def voter_offsets(self) -> dict[int, int]:
+        """On the leader, each voter's log end as last acknowledged (its own: the flushed end); else empty."""
+        if self.role is not Role.LEADER:
+            return {}
+        return {voter: self._fetch_offsets.get(voter, 0) for voter in self._others()} | {
+            self.node_id: self.log.flushed_end_offset}
 
     def propose(self, data: object, now_ms: int) -> int | None:
         """Append `data` on the leader; returns its offset (committed once the high watermark passes it)."""

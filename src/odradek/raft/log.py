@@ -3,7 +3,8 @@
 `RaftLog` is the interface (offsets start at 0; `end_offset` is one past the last entry); `MemoryLog`
 implements it in memory with an explicit durable prefix, so a simulated crash keeps exactly what was
 flushed. `QuorumStateStore` persists (epoch, voted_for, leader_id) synchronously, as KRaft's
-quorum-state file does: the core never sends a vote before the store has it.
+quorum-state file does: the core never sends a vote before the store has it. The durable, file-backed
+implementations are in `odradek.raft.file_log`.
 """
 
 from dataclasses import dataclass

@@ -8,6 +8,8 @@ Invariants (tests/storage pin them down):
   and on close (Kafka's defaults leave the rest to the OS);
 * after any crash the log is the longest prefix of valid batches (CRC-checked) of what was written, so
   every acknowledged batch is there, once, in order, unless the machine itself lost unflushed pages;
+* the leader epoch cache never names an offset past the log end, whatever the moment of a crash: on
+  open it is cut to the log and completed from the epochs of the batches recovery scans;
 * segments leave the log by being renamed `.deleted` and closed only after file.delete.delay.ms, so a
   FileRegion handed to the network layer stays readable until it has been sent.
 """
@@ -26,6 +28,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
 from odradek.protocol.records import LOG_APPEND_TIME, BatchInfo
 from odradek.storage import checkpoint
+from odradek.storage.leader_epoch_cache import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import CorruptSnapshotError, ProducerStateManager
 from odradek.storage.segment import (
@@ -58,6 +61,17 @@ class AppendInfo(NamedTuple):
     record_count: int
 
 
+class UnexpectedAppendOffset(KafkaError):
+    """Replicated batches that do not continue the log: a base offset below the log end offset (or below
+    the previous batch's end). Kafka's UnexpectedAppendOffsetException, which clients see as an unknown
+    server error; the fetcher decides whether to truncate or fetch again."""
+
+    def __init__(self, message: str, first_offset: int, log_end_offset: int):
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """(topic, partition) of a `<topic>-<partition>` directory name, or None."""
     topic, sep, partition = name.rpartition("-")
@@ -85,6 +99,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self._pending_deletes: list[list] = []  # [segment, due_ms or None]
         self.producer_state = ProducerStateManager()
+        self.leader_epochs = LeaderEpochFileCache(directory)
         self.producer_id_expiration_ms = PRODUCER_ID_EXPIRATION_MS  # the broker's producer.id.expiration.ms
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
@@ -142,6 +157,14 @@ class PartitionLog:
         else:
             # the segment holding the recovery point and everything after it may hold unflushed data
             recover_from = max(0, bisect.bisect_right(bases, recovery_point) - 1) if bases else 0
+        # the leader epochs of the batches recovered here replace the checkpoint's from this offset on
+        epochs_from = bases[recover_from] if recover_from < len(bases) else None
+        recovered_epochs: list[tuple[int, int]] = []
+
+        def note_epoch(info: BatchInfo) -> None:
+            if not recovered_epochs or recovered_epochs[-1][0] != info.partition_leader_epoch:
+                recovered_epochs.append((info.partition_leader_epoch, info.base_offset))
+
         recovered = False
         index = 0
         while index < len(self.segments):
@@ -155,7 +178,8 @@ class PartitionLog:
                     must_recover = True
             if must_recover:
                 recovered = True
-                truncated = segment.recover(self.config.index_interval_bytes)
+                truncated = segment.recover(self.config.index_interval_bytes,
+                                            note_epoch if index >= recover_from else None)
                 if truncated and index + 1 < len(self.segments):
                     if index >= recover_from:
                         for later in self.segments[index + 1:]:
@@ -185,6 +209,7 @@ class PartitionLog:
             segment.release_index_files()
         self.recovery_point = self.log_end_offset
         self._load_producer_state()
+        self._load_leader_epochs(epochs_from, recovered_epochs)
 
     def _remove_orphans(self) -> None:
         """Files a crash can leave behind: deletions not finished, cleaner output not swapped in, temps."""
@@ -266,6 +291,21 @@ class PartitionLog:
             break
         self.producer_state.rebuild_from(info for info in self._batches_from(start) if info.base_offset >= start)
 
+    def _load_leader_epochs(self, recovered_from: int | None, recovered_epochs: list[tuple[int, int]]) -> None:
+        """The checkpoint corrected by the batches recovery scanned; if the checkpoint is missing or malformed
+        (a log written before it existed, or a crash before its first write), every batch's epoch."""
+        if self.leader_epochs.load():
+            start = self.log_end_offset if recovered_from is None else recovered_from
+            epochs = iter(recovered_epochs)
+        else:
+            start = self.segments[0].base_offset
+            epochs = ((info.partition_leader_epoch, info.base_offset) for info in self._batches_from(start))
+        self.leader_epochs.recover(start, epochs, self.log_start_offset, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), see LeaderEpochFileCache.end_offset_for."""
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
     def _batches_from(self, offset: int) -> Iterator[BatchInfo]:
         """Headers of every batch from the one holding `offset` on, across segments."""
         for segment in self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1):]:
@@ -317,18 +357,62 @@ class PartitionLog:
         else:
             buf = bytearray(records_view)
         max_timestamp = append_time if append_time is not None else info.max_timestamp
-        self._maybe_roll(len(buf), info.last_offset_delta, max_timestamp, now_ms)
         first = self.log_end_offset
+        self._maybe_roll(len(buf), first, first + info.last_offset_delta, max_timestamp, now_ms)
         next_offset = records.assign_offsets(buf, (info,), first, log_append_time_ms=append_time,
                                              partition_leader_epoch=leader_epoch)
         last = next_offset - 1
         self.active.append(buf, [(0, len(buf), last, max_timestamp)], config.index_interval_bytes)
         self.producer_state.update(info, first, last, max_timestamp)
+        # after the write: a crash in between leaves an unflushed batch that recovery scans for its epoch
+        self.leader_epochs.assign(leader_epoch, first)
         self._unflushed_messages += info.record_count
         if self._unflushed_messages >= config.flush_messages:
             self.flush()
         return AppendInfo(first, last, -1 if append_time is None else append_time, self.log_start_offset,
                           info.record_count)
+
+    def append_as_follower(self, records_view, *, now_ms: int) -> AppendInfo:
+        """Append replicated batches as the leader wrote them: offsets, timestamps and epochs are kept.
+
+        Every batch must be whole, magic 2 and CRC-valid (CORRUPT_MESSAGE otherwise), and offsets must go
+        up from the log end: a batch starting below it raises UnexpectedAppendOffset. Gaps are allowed (a
+        compacted leader log has them). Each batch is written on its own after append_as_leader's roll
+        check, so segments and indexes come out as the leader's do under the same configuration. The
+        producer state and the leader epoch cache follow each batch.
+        """
+        config = self.config
+        self._check_writable()
+        view = memoryview(records_view)
+        infos, valid_end = records.scan_valid_prefix(view)
+        if not infos or valid_end != len(view):
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE,
+                             f"replicated records for {self.topic}-{self.partition} hold no whole valid batch "
+                             f"at byte {valid_end} of {len(view)}")
+        next_offset = self.log_end_offset
+        for info in infos:
+            if info.base_offset < next_offset or info.last_offset_delta < 0:
+                raise UnexpectedAppendOffset(
+                    f"replicated batch at offset {info.base_offset} (last {info.last_offset}) does not follow "
+                    f"offset {next_offset - 1} of {self.topic}-{self.partition} (log end {self.log_end_offset})",
+                    infos[0].base_offset, self.log_end_offset)
+            if info.size > config.segment_bytes:
+                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"record batch of {info.size} bytes exceeds segment.bytes {config.segment_bytes}")
+            next_offset = info.next_offset
+        record_count = 0
+        for info in infos:
+            self._maybe_roll(info.size, info.base_offset, info.last_offset, info.max_timestamp, now_ms)
+            self.active.append(view[info.position:info.end], [(0, info.size, info.last_offset, info.max_timestamp)],
+                               config.index_interval_bytes)
+            self.producer_state.update(info, info.base_offset, info.last_offset)
+            if info.partition_leader_epoch >= 0:
+                self.leader_epochs.assign(info.partition_leader_epoch, info.base_offset)
+            record_count += info.record_count
+        self._unflushed_messages += record_count
+        if self._unflushed_messages >= config.flush_messages:
+            self.flush()
+        return AppendInfo(infos[0].base_offset, infos[-1].last_offset, -1, self.log_start_offset, record_count)
 
     def _check_timestamps(self, info: BatchInfo, now_ms: int) -> None:
         """Kafka's LogValidator.validateTimestamp, on the batch's first and largest timestamps."""
@@ -357,9 +441,13 @@ class PartitionLog:
                                    producer_epoch=info.producer_epoch, base_sequence=info.base_sequence,
                                    is_transactional=info.is_transactional, partition_leader_epoch=leader_epoch)
 
-    def _maybe_roll(self, size: int, last_offset_delta: int, max_timestamp: int, now_ms: int) -> None:
-        """Kafka's LogSegment.shouldRoll, checked before each append."""
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
+        """Kafka's LogSegment.shouldRoll, checked before each append of a batch."""
         segment = self.active
+        if last_offset - segment.base_offset > INT32_MAX:
+            # even an empty segment could not index it: a replicated batch after a gap in the leader's log
+            self.roll(now_ms, first_offset)
+            return
         if segment.size == 0:
             return
         config = self.config
@@ -369,9 +457,8 @@ class PartitionLog:
             waited = now_ms - segment.created_ms
         if (segment.size + size > config.segment_bytes
                 or waited > config.max_segment_ms - self._roll_jitter_ms
-                or segment.offset_index.is_full or segment.time_index.is_full
-                or self.log_end_offset + last_offset_delta - segment.base_offset > INT32_MAX):
-            self.roll(now_ms)
+                or segment.offset_index.is_full or segment.time_index.is_full):
+            self.roll(now_ms, first_offset)
 
     def _check_writable(self) -> None:
         if self.active.failed:
@@ -379,11 +466,12 @@ class PartitionLog:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"{self.topic}-{self.partition} failed a write; it takes no appends until restart")
 
-    def roll(self, now_ms: int) -> LogSegment:
-        """Close the active segment (fsynced, final time index entry) and start one at the log end."""
+    def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
+        """Close the active segment (fsynced, final time index entry) and start one at the log end, or at
+        `base_offset` if later (Kafka names a follower's new segment after the batch it rolls for)."""
         self._check_writable()
         old = self.active
-        base = self.log_end_offset
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         if old.size == 0 and old.base_offset == base:
             return old
         old.on_become_inactive()
@@ -498,6 +586,7 @@ class PartitionLog:
             while count + 1 < len(self.segments) and self.segments[count + 1].base_offset <= offset:
                 count += 1
             self._delete_oldest(count, f"log start offset moved to {offset}")
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
     def _delete_oldest(self, count: int, reason: str) -> None:
@@ -582,6 +671,7 @@ class PartitionLog:
         if count == len(self.segments):
             self.roll(now_ms)
         self._delete_oldest(count, reason)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch from the one holding `offset` on (replication: a diverged follower).
@@ -604,6 +694,8 @@ class PartitionLog:
         del self._bases[keep:]
         self.active.truncate_to(offset)
         self._after_truncation()
+        # the log end, not `offset`: the batch holding `offset` went whole
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
@@ -615,6 +707,7 @@ class PartitionLog:
         checkpoint.fsync_dir(self.directory)
         self.log_start_offset = offset
         self._after_truncation()
+        self.leader_epochs.clear_and_flush()
 
     def _after_truncation(self) -> None:
         self.active.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from odradek.broker.controller_channel import from_controller_side
 from odradek.config import BROKER_CONFIG_BY_NAME, BROKER_CONFIGS, ConfigDef
 from odradek.controller.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -147,7 +148,7 @@ def handle_alter_configs(broker, ctx, request: dict) -> dict:
     def changes(resource: dict, current: dict[str, str]) -> dict[str, str | None]:
         return {**dict.fromkeys(current), **{c["name"]: c["value"] for c in resource["configs"]}}
 
-    return _alter(broker, request, changes)
+    return _alter(broker, ctx, request, changes)
 
 
 def handle_incremental_alter_configs(broker, ctx, request: dict) -> dict:
@@ -157,10 +158,12 @@ def handle_incremental_alter_configs(broker, ctx, request: dict) -> dict:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
         return {c["name"]: _apply_operation(broker, resource["resource_type"], c, current) for c in resource["configs"]}
 
-    return _alter(broker, request, changes)
+    return _alter(broker, ctx, request, changes)
 
 
-def _alter(broker, request: dict, changes_of) -> dict:
+async def _alter(broker, ctx, request: dict, changes_of) -> dict:
+    if not from_controller_side(broker, ctx):
+        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
     duplicates = _check_unique(request["resources"])
     responses = []
     for resource in request["resources"]:
@@ -169,7 +172,7 @@ def _alter(broker, request: dict, changes_of) -> dict:
             if (resource["resource_type"], resource["resource_name"]) in duplicates:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request.")
             current = _current_overrides(broker, resource["resource_type"], resource["resource_name"])
-            broker.controller.alter_configs(resource["resource_type"], resource["resource_name"],
+            await broker.controller.alter_configs(resource["resource_type"], resource["resource_name"],
                                             changes_of(resource, current), request.get("validate_only", False))
         except KafkaError as exc:
             error = exc

@@ -1,4 +1,9 @@
-"""Fetch: read record batches as file regions, long-polling until min_bytes arrive or max_wait passes."""
+"""Fetch: read record batches as file regions, long-polling until min_bytes arrive or max_wait passes.
+
+Consumers read up to the high watermark through fetch sessions; followers (a replica id >= 0) read up to
+the log end, report their position with each fetch, and learn a diverging epoch when their log has left
+ours (see ReplicaManager.read_for_follower).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,10 @@ FIRST_TOPIC_ID_VERSION = 13
 
 def handle_fetch(broker, ctx, request: dict):
     version = ctx.api_version
-    image = broker.controller.image
+    replica_id = request["replica_state"]["replica_id"] if version >= 15 else request.get("replica_id", -1)
+    if replica_id >= 0:
+        return _follower_fetch(broker, request, replica_id)
+    image = broker.image
     requested = []
     for topic in request["topics"]:
         name, topic_id = _resolve(image, version, topic)
@@ -52,6 +60,46 @@ async def _long_poll(broker, context: FetchContext, max_bytes: int, request: dic
         if total >= request["min_bytes"] or time.monotonic() >= deadline or any(
                 r.error != ErrorCode.NONE for _, r in reads):
             return _response(context, reads, isolation)
+
+
+def _follower_fetch(broker, request: dict, replica_id: int):
+    wanted = [(topic["topic"], p) for topic in request["topics"] for p in topic["partitions"]]
+
+    def read_all() -> list:
+        return [(topic, p, broker.replicas.read_for_follower(
+            topic, p["partition"], replica_id, p["fetch_offset"], p["last_fetched_epoch"], p["current_leader_epoch"],
+            p["partition_max_bytes"])) for topic, p in wanted]
+
+    def respond(reads: list) -> dict:
+        by_topic: dict[str, list] = {}
+        for topic, p, read in reads:
+            epoch, end = read.diverging_epoch or (-1, -1)
+            by_topic.setdefault(topic, []).append({
+                "partition_index": p["partition"], "error_code": read.error, "high_watermark": read.high_watermark,
+                "last_stable_offset": read.last_stable_offset, "log_start_offset": read.log_start_offset,
+                "diverging_epoch": {"epoch": epoch, "end_offset": end}, "aborted_transactions": None,
+                "preferred_read_replica": -1, "records": read.records if read.records is not None else b""})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
+                "responses": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()]}
+
+    def ready(reads: list) -> bool:
+        return sum(r.size for _, _, r in reads) >= max(1, request["min_bytes"]) or any(
+            r.error != ErrorCode.NONE or r.diverging_epoch is not None for _, _, r in reads)
+
+    reads = read_all()
+    if ready(reads) or request["max_wait_ms"] <= 0:
+        return respond(reads)
+
+    async def long_poll() -> dict:
+        deadline = time.monotonic() + request["max_wait_ms"] / 1000
+        keys = [(topic, p["partition"]) for topic, p in wanted]
+        while True:
+            await broker.replicas.wait_for_data(keys, deadline - time.monotonic())
+            reads = read_all()
+            if ready(reads) or time.monotonic() >= deadline:
+                return respond(reads)
+
+    return long_poll()
 
 
 def _resolve(image, version: int, topic: dict) -> tuple[str | None, bytes]:

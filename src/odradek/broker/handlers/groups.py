@@ -9,20 +9,30 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def handle_find_coordinator(broker, ctx, request: dict) -> dict:
-    endpoint = broker.broker_endpoints(ctx.connection.listener, key="node_id")[0]
+async def handle_find_coordinator(broker, ctx, request: dict) -> dict:
     key_type = request.get("key_type", GROUP_KEY_TYPE)
+    offsets_ready = key_type == GROUP_KEY_TYPE and await broker.groups.ensure_offsets_topic()
 
     def locate(key: str) -> dict:
         found = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
                  "error_message": None}
         if key_type == TRANSACTION_KEY_TYPE:
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported yet")
-        elif key_type != GROUP_KEY_TYPE:
+            return found
+        if key_type != GROUP_KEY_TYPE:
             found.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}")
-        elif not broker.groups.ensure_offsets_topic():
+            return found
+        if not offsets_ready:
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the offsets topic is unavailable")
-        elif broker.log_manager.is_offline(OFFSETS_TOPIC, broker.groups.core.partition_for(key)):
+            return found
+        index = broker.groups.core.partition_for(key)
+        partition = broker.image.topics[OFFSETS_TOPIC].partitions.get(index)
+        endpoint = next((e for e in broker.broker_endpoints(ctx.connection.listener, key="node_id")
+                         if partition is not None and e["node_id"] == partition.leader), None)
+        if endpoint is None:
+            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         error_message="the group's offsets partition has no leader")
+        elif partition.leader == broker.node_id and broker.log_manager.is_offline(OFFSETS_TOPIC, index):
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          error_message="the group's offsets partition is on an offline log dir")
         else:
@@ -56,9 +66,9 @@ def handle_leave_group(broker, ctx, request: dict) -> dict:
     return response
 
 
-def handle_offset_commit(broker, ctx, request: dict) -> dict:
+async def handle_offset_commit(broker, ctx, request: dict) -> dict:
     response, appends = broker.groups.core.offset_commit(now_ms(), ctx.api_version, request)
-    if not broker.groups.append_or_fail(appends):
+    if not await broker.groups.write(appends):
         for topic in response["topics"]:
             for partition in topic["partitions"]:
                 if partition["error_code"] == ErrorCode.NONE:
@@ -78,23 +88,23 @@ def handle_describe_groups(broker, ctx, request: dict) -> dict:
     return broker.groups.core.describe_groups(now_ms(), ctx.api_version, request)
 
 
-def handle_delete_groups(broker, ctx, request: dict) -> dict:
+async def handle_delete_groups(broker, ctx, request: dict) -> dict:
     response, appends = broker.groups.core.delete_groups(now_ms(), ctx.api_version, request)
-    if not broker.groups.append_or_fail(appends):
+    if not await broker.groups.write(appends):
         for result in response["results"]:
             if result["error_code"] == ErrorCode.NONE:
                 result["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return response
 
 
-def handle_offset_delete(broker, ctx, request: dict) -> dict:
+async def handle_offset_delete(broker, ctx, request: dict) -> dict:
     response, appends = broker.groups.core.offset_delete(now_ms(), ctx.api_version, request)
-    if not broker.groups.append_or_fail(appends) and response["error_code"] == ErrorCode.NONE:
+    if not await broker.groups.write(appends) and response["error_code"] == ErrorCode.NONE:
         response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return response
 
 
-def handle_consumer_group_heartbeat(broker, ctx, request: dict) -> dict:
+async def handle_consumer_group_heartbeat(broker, ctx, request: dict) -> dict:
     """KIP-848: the member reports its subscription and owned partitions; the coordinator assigns."""
     image = broker.controller.image
     topics = {name: (topic.topic_id, len(topic.partitions)) for name, topic in image.topics.items()
@@ -102,7 +112,7 @@ def handle_consumer_group_heartbeat(broker, ctx, request: dict) -> dict:
     host = "/" + ctx.connection.peer.rsplit(":", 1)[0]
     response, appends = broker.groups.core.consumer_group_heartbeat(
         now_ms(), ctx.api_version, request, topics, client_id=ctx.client_id or "", client_host=host)
-    if not broker.groups.append_or_fail(appends):
+    if not await broker.groups.write(appends):
         return {**response, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": None}
     return response
 

@@ -12,10 +12,7 @@ def handle_offset_for_leader_epoch(broker, ctx, request: dict) -> dict:
             try:
                 partition = broker.replicas.partition(topic["topic"], p["partition"])
                 partition.check_leader_epoch(p.get("current_leader_epoch", -1))
-                # Leadership never changes on a single node, so every epoch up to the current one ends at the log end.
-                if p["leader_epoch"] <= partition.leader_epoch:
-                    entry["leader_epoch"] = partition.leader_epoch
-                    entry["end_offset"] = partition.log.log_end_offset
+                entry["leader_epoch"], entry["end_offset"] = partition.log.end_offset_for_epoch(p["leader_epoch"])
             except KafkaError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)

@@ -12,13 +12,30 @@ ZERO_UUID = bytes(16)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def handle_metadata(broker, ctx, request: dict) -> dict:
-    image = broker.controller.image
+def handle_metadata(broker, ctx, request: dict):
+    image = broker.image
+    requested = request.get("topics")
+    allow_auto_create = request.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+    if requested and allow_auto_create:
+        missing = [e["name"] for e in requested if e.get("name") is not None and e["name"] not in image.topics
+                   and e["name"] not in INTERNAL_TOPICS and validate_topic_name(e["name"]) is None]
+        if missing:
+            return _auto_create_then_describe(broker, ctx, request, missing)
+    return _metadata(broker, ctx, request)
+
+
+async def _auto_create_then_describe(broker, ctx, request: dict, missing: list[str]) -> dict:
+    for name in missing:
+        await broker.auto_create_topic(name)
+    return _metadata(broker, ctx, request)
+
+
+def _metadata(broker, ctx, request: dict) -> dict:
+    image = broker.image
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [_describe(broker, topic) for topic in image.topics.values()]
     else:
-        allow_auto_create = request.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
         topics = []
         for entry in requested:
             name = entry.get("name")
@@ -28,8 +45,6 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
                                                                        entry.get("topic_id", ZERO_UUID)))
                 continue
             topic = image.topics.get(name)
-            if topic is None and allow_auto_create and name not in INTERNAL_TOPICS and validate_topic_name(name) is None:
-                topic = broker.auto_create_topic(name)
             if topic is not None:
                 topics.append(_describe(broker, topic))
             elif validate_topic_name(name) is not None:
@@ -40,7 +55,7 @@ def handle_metadata(broker, ctx, request: dict) -> dict:
         "throttle_time_ms": 0,
         "brokers": broker.broker_endpoints(ctx.connection.listener, key="node_id"),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id,
         "topics": topics,
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
         "error_code": ErrorCode.NONE,
@@ -60,6 +75,8 @@ def _partition(broker, topic_name: str, p) -> dict:
     described = {"error_code": ErrorCode.NONE, "partition_index": p.partition, "leader_id": p.leader,
                  "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
                  "offline_replicas": [], "eligible_leader_replicas": None, "last_known_elr": None}
+    if p.leader < 0:
+        described["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
     if broker.log_manager.is_offline(topic_name, p.partition):
         described.update(error_code=ErrorCode.LEADER_NOT_AVAILABLE, leader_id=-1, offline_replicas=[broker.node_id])
     return described
@@ -72,7 +89,7 @@ def _missing(name, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict:
 
 def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
     """KIP-966's paginated topic description, used by the Java admin client's describeTopics."""
-    image = broker.controller.image
+    image = broker.image
     names = [t["name"] for t in request["topics"]] or sorted(image.topics)
     limit = max(1, request.get("response_partition_limit") or 2000)
     cursor = request.get("cursor")

@@ -1,4 +1,10 @@
-"""Produce: append each partition's record batches to its log and acknowledge per `acks`."""
+"""Produce: append each partition's record batches to its log and acknowledge per `acks`.
+
+acks=1 answers once the leader has written; acks=all once the high watermark has passed the batch, that is
+once every in-sync replica has it (or with an error at the request's timeout or a leadership change).
+"""
+
+import asyncio
 
 from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
@@ -6,9 +12,10 @@ from odradek.protocol.errors import ErrorCode
 VALID_ACKS = (0, 1, -1)
 
 
-def handle_produce(broker, ctx, request: dict) -> dict | None:
+def handle_produce(broker, ctx, request: dict):
     acks = request["acks"]
     responses = []
+    replicating = []  # (partition response, topic, partition, last offset, leader epoch) awaiting acks=all
     for topic in request["topic_data"]:
         name = topic["name"]
         partition_responses = []
@@ -25,15 +32,30 @@ def handle_produce(broker, ctx, request: dict) -> dict | None:
                                                   "transactions are not supported yet"))
                 continue
             result = broker.replicas.append(name, data["index"], data["records"], acks)
-            partition_responses.append({
+            answer = {
                 "index": data["index"], "error_code": result.error, "base_offset": result.base_offset,
                 "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
                 "record_errors": [], "error_message": result.message,
-            })
+            }
+            partition_responses.append(answer)
+            if acks == -1 and result.error == ErrorCode.NONE:
+                replicating.append((answer, name, data["index"], result.last_offset, result.leader_epoch))
         responses.append({"name": name, "partition_responses": partition_responses})
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not replicating:
+        return response
+    return _await_replication(broker, response, replicating, request["timeout_ms"] / 1000)
+
+
+async def _await_replication(broker, response: dict, replicating: list, timeout_s: float) -> dict:
+    errors = await asyncio.gather(*(broker.replicas.wait_for_replication(topic, index, last_offset, epoch, timeout_s)
+                                    for _, topic, index, last_offset, epoch in replicating))
+    for (answer, *_), error in zip(replicating, errors, strict=True):
+        if error != ErrorCode.NONE:
+            answer.update(error_code=error, base_offset=-1, error_message=f"not replicated: {error.name}")
+    return response
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> dict:

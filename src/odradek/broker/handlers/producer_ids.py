@@ -1,13 +1,17 @@
 """InitProducerId: producer ids for idempotent producers (transactional ids arrive with transactions)."""
 
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-def handle_init_producer_id(broker, ctx, request: dict) -> dict:
+async def handle_init_producer_id(broker, ctx, request: dict) -> dict:
     if request["transactional_id"] is not None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     # Without a transactional id every call gets a fresh id, also when an idempotent producer asks to bump
     # its epoch after an error (KIP-360): a new id restarts its sequences cleanly.
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": broker.controller.allocate_producer_id(), "producer_epoch": 0}
+    try:
+        producer_id = await broker.producer_ids.next_id()
+    except KafkaError as exc:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if exc.code ==
+                ErrorCode.NOT_CONTROLLER else exc.code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}

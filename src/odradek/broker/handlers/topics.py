@@ -1,14 +1,20 @@
-"""CreateTopics, DeleteTopics and CreatePartitions: topic administration through the controller."""
+"""CreateTopics, DeleteTopics and CreatePartitions: topic administration through the controller.
+
+A node that is not the active controller forwards the request there and relays its answer.
+"""
 
 from collections import Counter
 
+from odradek.broker.controller_channel import from_controller_side
 from odradek.broker.handlers.configs import describe_topic_configs
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
 
 
-def handle_create_topics(broker, ctx, request: dict) -> dict:
+async def handle_create_topics(broker, ctx, request: dict) -> dict:
+    if not from_controller_side(broker, ctx):
+        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
     counts = Counter(t["name"] for t in request["topics"])
     results = []
     for entry in request["topics"]:
@@ -29,7 +35,7 @@ def handle_create_topics(broker, ctx, request: dict) -> dict:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set.")
             validate_only = request.get("validate_only", False)
-            topic = broker.controller.create_topic(name, entry["num_partitions"], entry["replication_factor"],
+            topic = await broker.controller.create_topic(name, entry["num_partitions"], entry["replication_factor"],
                                                    assignments, configs, validate_only)
             if topic is not None:
                 result["topic_id"] = topic.topic_id
@@ -51,7 +57,9 @@ def handle_create_topics(broker, ctx, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def handle_delete_topics(broker, ctx, request: dict) -> dict:
+async def handle_delete_topics(broker, ctx, request: dict) -> dict:
+    if not from_controller_side(broker, ctx):
+        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
     image = broker.controller.image
     if ctx.api_version >= 6:
         targets = [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in request["topics"]]
@@ -69,7 +77,7 @@ def handle_delete_topics(broker, ctx, request: dict) -> dict:
             topic = image.topics.get(name)
             if topic is not None:
                 response["topic_id"] = topic.topic_id
-            broker.controller.delete_topic(name)
+            await broker.controller.delete_topic(name)
         except KafkaError as exc:
             response["error_code"] = exc.code
             response["error_message"] = exc.message
@@ -77,7 +85,9 @@ def handle_delete_topics(broker, ctx, request: dict) -> dict:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def handle_create_partitions(broker, ctx, request: dict) -> dict:
+async def handle_create_partitions(broker, ctx, request: dict) -> dict:
+    if not from_controller_side(broker, ctx):
+        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
     counts = Counter(t["name"] for t in request["topics"])
     results = []
     for entry in request["topics"]:
@@ -86,7 +96,7 @@ def handle_create_partitions(broker, ctx, request: dict) -> dict:
             if counts[entry["name"]] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             assignments = entry["assignments"]
-            broker.controller.create_partitions(
+            await broker.controller.create_partitions(
                 entry["name"], entry["count"],
                 None if assignments is None else [list(a["broker_ids"]) for a in assignments],
                 request.get("validate_only", False))

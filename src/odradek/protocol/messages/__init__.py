@@ -2,8 +2,14 @@
 
 from odradek.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from odradek.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
+from odradek.protocol.messages.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
 from odradek.protocol.messages.alter_configs import ALTER_CONFIGS
+from odradek.protocol.messages.alter_partition import ALTER_PARTITION
+from odradek.protocol.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from odradek.protocol.messages.api_versions import API_VERSIONS
+from odradek.protocol.messages.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
+from odradek.protocol.messages.broker_heartbeat import BROKER_HEARTBEAT
+from odradek.protocol.messages.broker_registration import BROKER_REGISTRATION
 from odradek.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from odradek.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from odradek.protocol.messages.create_partitions import CREATE_PARTITIONS
@@ -16,8 +22,11 @@ from odradek.protocol.messages.describe_configs import DESCRIBE_CONFIGS
 from odradek.protocol.messages.describe_groups import DESCRIBE_GROUPS
 from odradek.protocol.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from odradek.protocol.messages.describe_producers import DESCRIBE_PRODUCERS
+from odradek.protocol.messages.describe_quorum import DESCRIBE_QUORUM
 from odradek.protocol.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from odradek.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
+from odradek.protocol.messages.elect_leaders import ELECT_LEADERS
+from odradek.protocol.messages.end_quorum_epoch import END_QUORUM_EPOCH
 from odradek.protocol.messages.end_txn import END_TXN
 from odradek.protocol.messages.fetch import FETCH
 from odradek.protocol.messages.find_coordinator import FIND_COORDINATOR
@@ -28,6 +37,7 @@ from odradek.protocol.messages.join_group import JOIN_GROUP
 from odradek.protocol.messages.leave_group import LEAVE_GROUP
 from odradek.protocol.messages.list_groups import LIST_GROUPS
 from odradek.protocol.messages.list_offsets import LIST_OFFSETS
+from odradek.protocol.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
 from odradek.protocol.messages.list_transactions import LIST_TRANSACTIONS
 from odradek.protocol.messages.metadata import METADATA
 from odradek.protocol.messages.offset_commit import OFFSET_COMMIT
@@ -39,6 +49,7 @@ from odradek.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
 from odradek.protocol.messages.sasl_handshake import SASL_HANDSHAKE
 from odradek.protocol.messages.sync_group import SYNC_GROUP
 from odradek.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT
+from odradek.protocol.messages.vote import VOTE
 from odradek.protocol.schema import Api
 
 SUPPORTED_APIS: tuple[Api, ...] = (
@@ -72,12 +83,23 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
     DELETE_GROUPS,
+    ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
     OFFSET_DELETE,
+    VOTE,
+    BEGIN_QUORUM_EPOCH,
+    END_QUORUM_EPOCH,
+    DESCRIBE_QUORUM,
+    ALTER_PARTITION,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
+    BROKER_REGISTRATION,
+    BROKER_HEARTBEAT,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
+    ALLOCATE_PRODUCER_IDS,
     CONSUMER_GROUP_HEARTBEAT,
     CONSUMER_GROUP_DESCRIBE,
     DESCRIBE_TOPIC_PARTITIONS,

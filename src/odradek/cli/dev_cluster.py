@@ -1,0 +1,110 @@
+"""`odradek dev-cluster`: a local cluster of node processes, for development and tests.
+
+Node N (from 1) gets node.id N, a data dir DIR/node-N, a client listener on base+2(N-1) and a controller
+listener on the port after it; all nodes are voters of the metadata quorum (KRaft's combined mode). The
+cluster id is kept in DIR/cluster.id, so a restart of the command brings back the same cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from odradek.cli.main import CliError
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+
+
+def node_settings(node_id: int, count: int, directory: Path, base_port: int) -> dict[str, str]:
+    voters = ",".join(f"{n}@127.0.0.1:{base_port + 2 * (n - 1) + 1}" for n in range(1, count + 1))
+    port = base_port + 2 * (node_id - 1)
+    return {"node.id": str(node_id), "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
+            "controller.quorum.voters": voters, "log.dirs": str(directory / f"node-{node_id}")}
+
+
+def run(args: argparse.Namespace) -> int:
+    from odradek.broker.node import format_storage, new_cluster_id, read_meta_properties
+    from odradek.config import BrokerConfig, ConfigError, parse_overrides
+
+    directory = Path(args.dir).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    id_file = directory / "cluster.id"
+    cluster_id = id_file.read_text().strip() if id_file.exists() else new_cluster_id()
+    id_file.write_text(cluster_id + "\n")
+    try:
+        extra = parse_overrides(args.overrides)
+        settings = [{**node_settings(n, args.nodes, directory, args.base_port), **extra}
+                    for n in range(1, args.nodes + 1)]
+        for node in settings:
+            config = BrokerConfig(node)
+            if read_meta_properties(config.log_dirs[0]) is None:
+                format_storage(config, cluster_id)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    processes = []
+    stopping = False
+
+    def stop(signum=None, frame=None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for node in settings:
+            command = [sys.executable, "-m", "odradek", "server"]
+            for key, value in node.items():
+                command += ["--set", f"{key}={value}"]
+            with open(directory / f"node-{node['node.id']}.log", "ab") as log_file:
+                processes.append(subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT))
+        ports = [int(node["listeners"].split(",")[0].rsplit(":", 1)[1]) for node in settings]
+        _wait_until_listening(processes, ports, directory, lambda: stopping)
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+        print(f"Cluster {cluster_id}: {args.nodes} nodes, data in {directory}")
+        print(f"Bootstrap servers: {bootstrap}", flush=True)
+        reported: set[int] = set()
+        while not stopping and any(p.poll() is None for p in processes):
+            for i, process in enumerate(processes):
+                if process.poll() is not None and i not in reported:  # killed on purpose, perhaps: keep going
+                    reported.add(i)
+                    print(f"node {i + 1} exited with status {process.returncode}; the others keep running",
+                          file=sys.stderr, flush=True)
+            time.sleep(0.2)
+        return 0 if stopping else 1
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process in processes:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait_until_listening(processes: list, ports: list[int], directory: Path, stopping) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    waiting = set(range(len(ports)))
+    while waiting:
+        if stopping():
+            raise KeyboardInterrupt
+        for i in list(waiting):
+            if processes[i].poll() is not None:
+                raise CliError(f"node {i + 1} exited with status {processes[i].returncode}; see "
+                               f"{directory}/node-{i + 1}.log")
+            try:
+                with socket.create_connection(("127.0.0.1", ports[i]), timeout=0.2):
+                    waiting.discard(i)
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            raise CliError(f"node(s) {sorted(i + 1 for i in waiting)} did not start within {START_TIMEOUT_S:g} s; "
+                           f"see {directory}/node-N.log")
+        time.sleep(0.1)

@@ -1,0 +1,185 @@
+"""A three-node cluster: replicated topics, leader failover, controlled shutdown, ISR and min.insync.replicas,
+driven by confluent-kafka, kafka-python and kcat."""
+
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3, replication: int = 3, **configs) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, replication, config={k.replace("_", "."): str(v)
+                                                                                   for k, v in configs.items()})])
+    futures[name].result(30)
+
+
+def partition_states(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr), as Metadata reports it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(topic, timeout=10)
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()}
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except KafkaException as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def produce_numbered(bootstrap: str, topic: str, start: int, count: int) -> list[tuple[int, int]]:
+    """Idempotent acks=all writes of values start..start+count-1, keyed round the partitions; the acknowledged
+    (partition, offset) of each, in order. Fails if any write is not acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+    acknowledged, failed = {}, []
+
+    def delivered(err, msg):
+        if err is not None:
+            failed.append(err)
+        else:
+            acknowledged[int(msg.value())] = (msg.partition(), msg.offset())
+
+    for value in range(start, start + count):
+        producer.produce(topic, value=str(value).encode(), key=str(value % 7).encode(), on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(90) == 0
+    assert not failed, failed
+    return [acknowledged[v] for v in range(start, start + count)]
+
+
+def read_all_kafka_python(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, int]]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    assigned = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(assigned)
+    consumer.seek_to_beginning()
+    ends = consumer.end_offsets(assigned)
+    read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 60
+    while any(consumer.position(tp) < ends[tp] for tp in assigned) and time.monotonic() < deadline:
+        for tp, records in consumer.poll(timeout_ms=1000).items():
+            read[tp.partition] += [(r.offset, int(r.value)) for r in records]
+    consumer.close()
+    return read
+
+
+def test_acknowledged_writes_survive_leader_kill_and_the_isr_heals(cluster_factory):
+    cluster = cluster_factory(3, {"min.insync.replicas": "2"})
+    create_topic(cluster.bootstrap, "orders")
+    first = produce_numbered(cluster.bootstrap, "orders", 0, 300)
+
+    victim = partition_states(cluster.bootstrap, "orders")[0][0]
+    cluster.node(victim).kill()
+    survivors = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != victim)
+    moved = wait_for(lambda: all(leader not in (victim, -1) for leader, _, _ in
+                                 partition_states(survivors, "orders").values()), 20, "leaders to move")
+    assert moved
+    second = produce_numbered(survivors, "orders", 300, 300)  # the clients follow the new leaders
+
+    read = read_all_kafka_python(survivors, "orders", 3)
+    values = [value for records in read.values() for _, value in records]
+    assert sorted(values) == list(range(600)), "lost or duplicated records"
+    for partition, offset in first + second:
+        assert offset in {o for o, _ in read[partition]}
+    for records in read.values():
+        offsets = [o for o, _ in records]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+
+    cluster.node(victim).start()
+    wait_for(lambda: all(len(isr) == 3 for _, _, isr in partition_states(cluster.bootstrap, "orders").values()),
+             30, "the restarted node to rejoin every ISR")
+    # The restarted replica holds the same log: once it leads, kcat reads it all from there.
+    out = subprocess.run(["kcat", "-b", cluster.node(victim).bootstrap, "-t", "orders", "-C", "-e", "-q",
+                          "-f", "%s\n"], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert sorted(map(int, out)) == list(range(600))
+
+
+def test_controlled_shutdown_moves_leadership_at_once(cluster_factory):
+    cluster = cluster_factory(3)
+    create_topic(cluster.bootstrap, "moves", partitions=6)
+    led_by_2 = [p for p, (leader, _, _) in partition_states(cluster.bootstrap, "moves").items() if leader == 2]
+    assert led_by_2
+    started = time.monotonic()
+    cluster.node(2).stop()
+    others = f"{cluster.node(1).bootstrap},{cluster.node(3).bootstrap}"
+    states = wait_for(lambda: (lambda s: s if all(s[p][0] in (1, 3) for p in led_by_2) else None)(
+        partition_states(others, "moves")), 10, "leadership to move")
+    assert time.monotonic() - started < 10
+    for leader, replicas, isr in states.values():
+        assert 2 not in isr and leader in isr and len(replicas) == 3
+
+
+def test_min_insync_replicas_refuses_acks_all_writes(cluster_factory):
+    cluster = cluster_factory(3)
+    create_topic(cluster.bootstrap, "strict", partitions=1, min_insync_replicas=3)
+    produce_numbered(cluster.bootstrap, "strict", 0, 10)
+    leader = partition_states(cluster.bootstrap, "strict")[0][0]
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    cluster.node(follower).kill()
+    others = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != follower)
+    wait_for(lambda: len(partition_states(others, "strict")[0][2]) == 2, 30, "the ISR to shrink")
+    producer = Producer({"bootstrap.servers": others, "acks": "all", "message.timeout.ms": 3000, "retries": 0})
+    errors = []
+    producer.produce("strict", b"refused", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    assert errors and errors[0] is not None and errors[0].name() == "NOT_ENOUGH_REPLICAS"
+    consumer = Consumer({"bootstrap.servers": others, "group.id": "strict-check", "auto.offset.reset": "earliest"})
+    consumer.assign([__import__("confluent_kafka").TopicPartition("strict", 0, 0)])
+    seen = []
+    deadline = time.monotonic() + 20
+    while len(seen) < 10 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.append(message.value())
+    consumer.close()
+    assert sorted(int(v) for v in seen) == list(range(10))
+
+
+def test_admin_requests_reach_a_new_active_controller(cluster_factory):
+    cluster = cluster_factory(3)
+    controller = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).controller_id
+    cluster.node(controller).kill()
+    others = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != controller)
+    # A new controller answers, and fences the dead node once its session expires (broker.session.timeout.ms).
+    wait_for(lambda: (lambda m: m.controller_id not in (controller, -1) and controller not in m.brokers)(
+        AdminClient({"bootstrap.servers": others}).list_topics(timeout=5)), 20, "a new controller")
+    create_topic(others, "after-failover", partitions=2, replication=2)
+    states = partition_states(others, "after-failover")
+    assert all(controller not in replicas and leader in replicas for leader, replicas, _ in states.values())
+
+
+def test_kcat_producer_follows_a_leader_change(cluster_factory):
+    cluster = cluster_factory(3, {"min.insync.replicas": "2"})
+    create_topic(cluster.bootstrap, "piped", partitions=1)
+    leader = partition_states(cluster.bootstrap, "piped")[0][0]
+    survivors = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != leader)
+    kcat = subprocess.Popen(["kcat", "-b", survivors, "-t", "piped", "-P", "-p", "0", "-X", "acks=all",
+                             "-X", "enable.idempotence=true", "-X", "message.timeout.ms=60000"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for i in range(100):
+        kcat.stdin.write(f"{i}\n")
+    kcat.stdin.flush()
+    time.sleep(1)
+    cluster.node(leader).kill()
+    for i in range(100, 200):
+        kcat.stdin.write(f"{i}\n")
+    kcat.stdin.close()
+    assert kcat.wait(90) == 0, kcat.stderr.read()
+    out = subprocess.run(["kcat", "-b", survivors, "-t", "piped", "-C", "-e", "-q", "-f", "%s\n"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert sorted(map(int, out)) == list(range(200))
