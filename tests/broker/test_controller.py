@@ -944,3 +944,41 @@ async def test_new_partitions_continue_the_spread():
     await cluster.controller.create_topic("t", 2, 1)
     await cluster.controller.create_partitions("t", 6, None)
     assert Counter(p.leader for p in cluster.image.topics["t"].partitions.values()) == {1: 2, 2: 2, 3: 2}
+
+
+# leader elections on request
+
+
+@run_async
+async def test_preferred_election_moves_leadership_back_to_the_first_replica():
+    cluster = await start_cluster(1, 2, 3)
+    await cluster.controller.create_topic("t", assignments={0: [1, 2, 3], 1: [2, 3, 1]})
+    await cluster.heartbeat(1, want_fence=True)  # 1's leadership of t-0 moves to 2
+    assert cluster.partition("t", 0).leader == 2
+    results = await cluster.controller.elect_leaders(False, [("t", 0), ("t", 1), ("nope", 0)])
+    assert results[("t", 0)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # 1 is fenced and out of the ISR
+    assert results[("t", 1)][0] == ErrorCode.ELECTION_NOT_NEEDED
+    assert results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    await cluster.heartbeat(1)  # unfenced; back in the ISR as its leader would report
+    await cluster.alter_isr("t", [2, 3, 1], sender=2)
+    assert cluster.controller.imbalanced_brokers(10) == [1]
+    epoch = cluster.partition("t", 0).leader_epoch
+    results = await cluster.controller.elect_leaders(False, None)
+    assert results[("t", 0)] == (ErrorCode.NONE, None)
+    assert (cluster.partition("t", 0).leader, cluster.partition("t", 0).leader_epoch) == (1, epoch + 1)
+    assert cluster.controller.imbalanced_brokers(10) == []
+
+
+@run_async
+async def test_unclean_election_on_request_needs_a_leaderless_partition():
+    cluster = await start_cluster(1, 2)
+    await cluster.controller.create_topic("t", assignments={0: [1, 2]})
+    await cluster.alter_isr("t", [1])
+    await cluster.heartbeat(1, want_shut_down=True)  # the only ISR member: the partition waits leaderless
+    assert cluster.partition("t").leader == -1
+    assert (await cluster.controller.elect_leaders(False, [("t", 0)]))[("t", 0)][0] == \
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    results = await cluster.controller.elect_leaders(True, [("t", 0)])
+    assert results[("t", 0)] == (ErrorCode.NONE, None)
+    assert (cluster.partition("t").leader, cluster.partition("t").isr) == (2, [2])
+    assert (await cluster.controller.elect_leaders(True, [("t", 0)]))[("t", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED

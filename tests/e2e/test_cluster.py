@@ -183,3 +183,72 @@ def test_kcat_producer_follows_a_leader_change(cluster_factory):
     out = subprocess.run(["kcat", "-b", survivors, "-t", "piped", "-C", "-e", "-q", "-f", "%s\n"],
                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert sorted(map(int, out)) == list(range(200))
+
+
+def test_preferred_leaders_return_by_election_and_by_automatic_balancing(cluster_factory):
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as Partition
+
+    cluster = cluster_factory(3, {"leader.imbalance.check.interval.seconds": "2"})
+    create_topic(cluster.bootstrap, "balanced", partitions=3)
+    preferred = {p: replicas[0] for p, (_, replicas, _) in partition_states(cluster.bootstrap, "balanced").items()}
+    victim = preferred[0]
+    cluster.node(victim).stop()  # controlled shutdown: its leaderships move at once
+    cluster.node(victim).start()
+    wait_for(lambda: all(len(isr) == 3 for _, _, isr in partition_states(cluster.bootstrap, "balanced").values()),
+             30, "the restarted node to catch up")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    result = admin.elect_leaders(ElectionType.PREFERRED, [Partition("balanced", 0)]).result(30)
+    errors = {(tp.topic, tp.partition): err for tp, err in result.items()}
+    states = partition_states(cluster.bootstrap, "balanced")
+    # Either this election moved it, or the automatic balancing (every 2 s here) did so first.
+    assert states[0][0] == victim
+    assert errors[("balanced", 0)] is None or errors[("balanced", 0)].name() == "ELECTION_NOT_NEEDED"
+    again = admin.elect_leaders(ElectionType.PREFERRED, [Partition("balanced", 0)]).result(30)
+    assert next(iter(again.values())).name() == "ELECTION_NOT_NEEDED"
+
+    cluster.node(victim).stop()
+    cluster.node(victim).start()
+    wait_for(lambda: {p: leader for p, (leader, _, _) in partition_states(cluster.bootstrap, "balanced").items()}
+             == preferred, 30, "automatic balancing to restore the preferred leaders")
+
+
+def test_group_coordinator_moves_with_its_offsets_partition(cluster_factory):
+    from confluent_kafka import TopicPartition as Partition
+
+    cluster = cluster_factory(3, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"})
+    create_topic(cluster.bootstrap, "work", partitions=2)
+    produce_numbered(cluster.bootstrap, "work", 0, 100)
+    settings = {"bootstrap.servers": cluster.bootstrap, "group.id": "workers", "auto.offset.reset": "earliest",
+                "enable.auto.commit": False}
+    consumer = Consumer(settings)
+    consumer.subscribe(["work"])
+    seen = []
+    while len(seen) < 50:
+        message = consumer.poll(1)
+        if message is not None and not message.error():
+            seen.append(int(message.value()))
+    consumer.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in consumer.committed([Partition("work", 0), Partition("work", 1)], 10)}
+    assert sum(o for o in committed.values() if o >= 0) == len(seen)  # -1001: nothing committed there
+    consumer.close()
+
+    offsets_leaders = {p: leader for p, (leader, _, _) in partition_states(cluster.bootstrap, "__consumer_offsets").items()}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # must outlive its futures
+    coordinator = admin.describe_consumer_groups(["workers"])["workers"].result(10).coordinator.id
+    assert coordinator in offsets_leaders.values()
+    cluster.node(coordinator).kill()
+    survivors = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != coordinator)
+
+    consumer = Consumer({**settings, "bootstrap.servers": survivors})
+    wait_for(lambda: {tp.partition: tp.offset for tp in consumer.committed(
+        [Partition("work", 0), Partition("work", 1)], 5)} == committed, 30, "the committed offsets at a new coordinator")
+    consumer.subscribe(["work"])
+    rest = []
+    deadline = time.monotonic() + 60
+    while len(rest) < 50 and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and not message.error():
+            rest.append(int(message.value()))
+    consumer.close()
+    assert sorted(seen + rest) == list(range(100)), "the group resumed where it committed, no gap, no repeat"

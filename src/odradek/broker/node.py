@@ -35,6 +35,7 @@ from odradek.broker.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from odradek.broker.handlers.delete_records import handle_delete_records
+from odradek.broker.handlers.elect_leaders import handle_elect_leaders
 from odradek.broker.handlers.fetch import handle_fetch
 from odradek.broker.handlers.groups import (
     handle_consumer_group_describe,
@@ -76,7 +77,7 @@ from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from odradek.network.server import KafkaServer
-from odradek.protocol.errors import KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft.core import RaftConfig
 from odradek.raft.driver import QuorumDriver
 from odradek.replication.fetcher import ReplicaFetchers
@@ -119,6 +120,7 @@ ROUTES = (
     (35, 1, 4, handle_describe_log_dirs),
     (37, 0, 3, handle_create_partitions),
     (42, 0, 2, handle_delete_groups),
+    (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
     (47, 0, 0, handle_offset_delete),
     (55, 0, 1, handle_describe_quorum),
@@ -136,6 +138,7 @@ CONTROLLER_ROUTES = (
     (20, 1, 6, handle_delete_topics),
     (33, 0, 2, handle_alter_configs),
     (37, 0, 3, handle_create_partitions),
+    (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
     (52, 0, 0, handle_vote),
     (53, 0, 0, handle_begin_quorum_epoch),
@@ -320,6 +323,8 @@ class Node:
     async def _run_controller(self) -> None:
         """While this node is the active controller: name the cluster, fence brokers whose session expired."""
         was_active = False
+        balance_interval_s = self.config["leader.imbalance.check.interval.seconds"]
+        balanced_at = time.monotonic()
         while True:
             await asyncio.sleep(CONTROLLER_CHECK_INTERVAL_S)
             try:
@@ -327,16 +332,32 @@ class Node:
                 if active and not was_active:
                     log.info("Node %d is the active controller (epoch %d)", self.node_id, self.quorum.epoch)
                     await self.controller.activate(self.cluster_id)
+                    balanced_at = time.monotonic()
                 elif active:
                     fenced = await self.controller.fence_silent_brokers()
                     if fenced:
                         log.warning("Fenced broker(s) %s: no heartbeat within broker.session.timeout.ms", fenced)
+                    if self.config["auto.leader.rebalance.enable"] \
+                            and time.monotonic() - balanced_at >= balance_interval_s:
+                        balanced_at = time.monotonic()
+                        await self._balance_leaders()
                 was_active = active
             except KafkaError as exc:
                 log.info("Controller step failed: %s", exc)
                 was_active = False
             except Exception:
                 log.exception("controller step failed")
+
+    async def _balance_leaders(self) -> None:
+        """Hand leadership back to preferred replicas of brokers past leader.imbalance.per.broker.percentage."""
+        brokers = set(self.controller.imbalanced_brokers(self.config["leader.imbalance.per.broker.percentage"]))
+        if brokers:
+            partitions = [(t.name, i) for t in self.image.topics.values() for i, p in t.partitions.items()
+                          if p.replicas[0] in brokers and p.leader != p.replicas[0]]
+            results = await self.controller.elect_leaders(False, partitions)
+            moved = sum(1 for error, _ in results.values() if error == ErrorCode.NONE)
+            log.info("Leader balance: %d partition(s) back to their preferred replicas on broker(s) %s", moved,
+                     sorted(brokers))
 
     async def _maintain(self) -> None:
         while True:

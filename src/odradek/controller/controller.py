@@ -359,6 +359,61 @@ class Controller:
 
     # partition leaders
 
+    async def elect_leaders(self, unclean: bool, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: the preferred replica (the first) where it is live and in sync, or with `unclean`
+        any live replica of a leaderless partition. `partitions` None: every partition."""
+        async with self._lock:
+            self._check_active()
+            if partitions is None:
+                partitions = [(t.name, i) for t in self.image.topics.values() for i in t.partitions]
+            live = set(self.live_brokers)
+            results, records = {}, []
+            for name, index in partitions:
+                topic = self.image.topics.get(name)
+                partition = topic.partitions.get(index) if topic else None
+                if partition is None:
+                    results[(name, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
+                    continue
+                if unclean:
+                    if partition.leader != NO_LEADER:
+                        results[(name, index)] = (ErrorCode.ELECTION_NOT_NEEDED, "the partition has a leader")
+                        continue
+                    leader = next((r for r in partition.isr if r in live), None)
+                    isr = list(partition.isr)
+                    if leader is None:
+                        leader = next((r for r in partition.replicas if r in live), None)
+                        isr = [leader]
+                    if leader is None:
+                        results[(name, index)] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica is live")
+                        continue
+                    records += _partition_change(topic, partition, isr=isr, leader=leader)
+                else:
+                    preferred = partition.replicas[0]
+                    if partition.leader == preferred:
+                        results[(name, index)] = (ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica leads")
+                        continue
+                    if preferred not in live or preferred not in partition.isr:
+                        results[(name, index)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                                  f"replica {preferred} is not live and in sync")
+                        continue
+                    records += _partition_change(topic, partition, leader=preferred)
+                results[(name, index)] = (ErrorCode.NONE, None)
+            if records:
+                await self._commit(records)
+            return results
+
+    def imbalanced_brokers(self, threshold_percent: int) -> list[int]:
+        """Brokers leading fewer of the partitions they are preferred for than `threshold_percent` allows."""
+        preferred, not_leading = {}, {}
+        live = set(self.live_brokers)
+        for topic in self.image.topics.values():
+            for partition in topic.partitions.values():
+                first = partition.replicas[0]
+                preferred[first] = preferred.get(first, 0) + 1
+                if partition.leader != first and first in live and first in partition.isr:
+                    not_leading[first] = not_leading.get(first, 0) + 1
+        return sorted(b for b, count in not_leading.items() if count * 100 > threshold_percent * preferred[b])
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> list[dict]:
         """AlterPartition from a leader: its new ISR, checked against the leader and partition epochs."""
         async with self._lock:
