@@ -982,3 +982,46 @@ async def test_unclean_election_on_request_needs_a_leaderless_partition():
     assert results[("t", 0)] == (ErrorCode.NONE, None)
     assert (cluster.partition("t").leader, cluster.partition("t").isr) == (2, [2])
     assert (await cluster.controller.elect_leaders(True, [("t", 0)]))[("t", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
+
+
+# reassignment
+
+
+@run_async
+async def test_a_reassignment_adds_replicas_then_settles_once_they_are_in_sync():
+    cluster = await start_cluster(1, 2, 3, 4)
+    await cluster.controller.create_topic("t", assignments={0: [1, 2, 3]})
+    results = await cluster.controller.reassign({("t", 0): [4, 2, 3], ("t", 9): [1], ("nope", 0): [1]})
+    assert results[("t", 0)] == (ErrorCode.NONE, None)
+    assert results[("t", 9)][0] == results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    p = cluster.partition("t")
+    assert (p.replicas, p.adding_replicas, p.removing_replicas, p.leader) == ([4, 2, 3, 1], [4], [1], 1)
+    assert [name for name, _ in cluster.controller.reassignments(None)] == ["t"]
+    await cluster.alter_isr("t", [1, 2, 3, 4])  # the new replica caught up: the move settles
+    p = cluster.partition("t")
+    assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas) == ([4, 2, 3], [2, 3, 4], [], [])
+    assert p.leader in (2, 3, 4) and p.leader_epoch == 1  # the leaving leader handed over
+    assert cluster.controller.reassignments(None) == []
+
+
+@run_async
+async def test_a_reassignment_can_be_cancelled_and_bad_targets_are_refused():
+    cluster = await start_cluster(1, 2, 3, 4)
+    await cluster.controller.create_topic("t", assignments={0: [1, 2, 3]})
+    assert (await cluster.controller.reassign({("t", 0): None}))[("t", 0)][0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    for bad in ([], [1, 1], [1, 9]):
+        assert (await cluster.controller.reassign({("t", 0): bad}))[("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    await cluster.controller.reassign({("t", 0): [4, 2, 3]})
+    assert (await cluster.controller.reassign({("t", 0): None}))[("t", 0)] == (ErrorCode.NONE, None)
+    p = cluster.partition("t")
+    # As Kafka's revert: the replicas less the added ones, in their current order.
+    assert (p.replicas, p.adding_replicas, p.removing_replicas, p.leader) == ([2, 3, 1], [], [], 1)
+
+
+@run_async
+async def test_a_reassignment_that_only_drops_replicas_settles_at_once():
+    cluster = await start_cluster(1, 2, 3)
+    await cluster.controller.create_topic("t", assignments={0: [1, 2, 3]})
+    await cluster.controller.reassign({("t", 0): [2, 3]})
+    p = cluster.partition("t")
+    assert (p.replicas, p.isr, p.leader, p.adding_replicas) == ([2, 3], [2, 3], 2, [])

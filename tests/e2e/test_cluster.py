@@ -252,3 +252,28 @@ def test_group_coordinator_moves_with_its_offsets_partition(cluster_factory):
             rest.append(int(message.value()))
     consumer.close()
     assert sorted(seen + rest) == list(range(100)), "the group resumed where it committed, no gap, no repeat"
+
+
+def test_reassignment_moves_a_partition_to_other_brokers(cluster_factory):
+    from kafka.admin import KafkaAdminClient
+
+    cluster = cluster_factory(4, {"min.insync.replicas": "2"})
+    create_topic(cluster.bootstrap, "moving", partitions=1, replication=3)
+    produce_numbered(cluster.bootstrap, "moving", 0, 500)
+    _, replicas, _ = partition_states(cluster.bootstrap, "moving")[0]
+    newcomer = next(b for b in (1, 2, 3, 4) if b not in replicas)
+    target = [newcomer, *replicas[1:]]  # the newcomer replaces the leader
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    partition = TopicPartition("moving", 0)
+    assert admin.alter_partition_reassignments({partition: target}) == {partition: None}
+    wait_for(lambda: (lambda s: sorted(s[1]) == sorted(target) and sorted(s[2]) == sorted(target))(
+        partition_states(cluster.bootstrap, "moving")[0]), 30, "the move to settle")
+    assert admin.list_partition_reassignments() == {}
+    admin.close()
+    assert not (cluster.node(replicas[0]).data_dir / "moving-0").exists(), "the leaving replica deleted its log"
+    produce_numbered(cluster.bootstrap, "moving", 500, 100)
+    cluster.node(replicas[1]).stop()  # leadership may now land on the newcomer, which must hold everything
+    others = ",".join(n.bootstrap for i, n in enumerate(cluster.nodes, 1) if i != replicas[1])
+    out = subprocess.run(["kcat", "-b", others, "-t", "moving", "-C", "-e", "-q", "-f", "%s\n"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert sorted(map(int, out)) == list(range(600))

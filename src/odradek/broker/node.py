@@ -65,6 +65,10 @@ from odradek.broker.handlers.quorum import (
     handle_metadata_fetch,
     handle_vote,
 )
+from odradek.broker.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from odradek.broker.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -122,6 +126,8 @@ ROUTES = (
     (42, 0, 2, handle_delete_groups),
     (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
+    (45, 0, 0, handle_alter_partition_reassignments),
+    (46, 0, 0, handle_list_partition_reassignments),
     (47, 0, 0, handle_offset_delete),
     (55, 0, 1, handle_describe_quorum),
     (60, 0, 2, handle_describe_cluster),
@@ -140,6 +146,8 @@ CONTROLLER_ROUTES = (
     (37, 0, 3, handle_create_partitions),
     (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
+    (45, 0, 0, handle_alter_partition_reassignments),
+    (46, 0, 0, handle_list_partition_reassignments),
     (52, 0, 0, handle_vote),
     (53, 0, 0, handle_begin_quorum_epoch),
     (54, 0, 0, handle_end_quorum_epoch),

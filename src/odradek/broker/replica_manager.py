@@ -128,6 +128,12 @@ class ReplicaManager:
         if partition.is_leader:
             if not was_leader or old_epoch != partition.leader_epoch:
                 self._become_leader(partition)
+            else:  # a reassignment adds or removes followers
+                for replica in partition.replicas:
+                    if replica != self.node_id and replica not in partition.followers:
+                        partition.followers[replica] = FollowerState()
+                for replica in [r for r in partition.followers if r not in partition.replicas]:
+                    del partition.followers[replica]
             self._advance_high_watermark(partition)
         else:
             partition.followers = {}

@@ -71,7 +71,7 @@ class Controller:
     async def _commit(self, records: list[dict]) -> int:
         return await self.quorum.propose(records, COMMIT_TIMEOUT_S)
 
-    def _check_active(self) -> None:
+    def check_active(self) -> None:
         if not self.quorum.is_active:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the active controller")
 
@@ -86,7 +86,7 @@ class Controller:
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A block of producer ids never handed out before (start, length), also across restarts."""
         async with self._lock:
-            self._check_active()
+            self.check_active()
             start = self.image.next_producer_id
             await self._commit([{"type": "ProducerIdsRecord", "next_producer_id": start + PRODUCER_ID_BLOCK_SIZE}])
             return start, PRODUCER_ID_BLOCK_SIZE
@@ -114,7 +114,7 @@ class Controller:
                            assignments: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
                            validate_only: bool = False) -> TopicImage | None:
         async with self._lock:
-            self._check_active()
+            self.check_active()
             problem = validate_topic_name(name)
             if problem:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -193,7 +193,7 @@ class Controller:
 
     async def delete_topic(self, name: str) -> None:
         async with self._lock:
-            self._check_active()
+            self.check_active()
             if not self.config["delete.topic.enable"]:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             topic = self.image.topics.get(name)
@@ -204,7 +204,7 @@ class Controller:
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                                 validate_only: bool = False) -> None:
         async with self._lock:
-            self._check_active()
+            self.check_active()
             topic = self.image.topics.get(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -228,7 +228,7 @@ class Controller:
                             validate_only: bool = False) -> None:
         """Apply `changes` (None deletes an override); a full AlterConfigs passes every other key as None."""
         async with self._lock:
-            self._check_active()
+            self.check_active()
             if resource_type == TOPIC_RESOURCE:
                 topic = self.image.topics.get(resource_name)
                 if topic is None:
@@ -260,7 +260,7 @@ class Controller:
                               rack: str | None) -> int:
         """Register a (re)started broker, fenced until it has caught up; returns its broker epoch."""
         async with self._lock:
-            self._check_active()
+            self.check_active()
             existing = self.image.brokers.get(broker_id)
             now = monotonic_ms()
             if existing is not None and existing.incarnation_id != incarnation_id and not existing.fenced \
@@ -279,7 +279,7 @@ class Controller:
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                         want_shut_down: bool) -> dict:
         async with self._lock:
-            self._check_active()
+            self.check_active()
             broker = self.image.brokers.get(broker_id)
             if broker is None:
                 raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker {broker_id} is not registered.")
@@ -363,7 +363,7 @@ class Controller:
         """ElectLeaders: the preferred replica (the first) where it is live and in sync, or with `unclean`
         any live replica of a leaderless partition. `partitions` None: every partition."""
         async with self._lock:
-            self._check_active()
+            self.check_active()
             if partitions is None:
                 partitions = [(t.name, i) for t in self.image.topics.values() for i in t.partitions]
             live = set(self.live_brokers)
@@ -414,10 +414,74 @@ class Controller:
                     not_leading[first] = not_leading.get(first, 0) + 1
         return sorted(b for b, count in not_leading.items() if count * 100 > threshold_percent * preferred[b])
 
+    # reassignment
+
+    async def reassign(self, targets: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None cancels a move).
+
+        A move first adds the new replicas (replicas = target + the ones leaving, adding/removing recorded);
+        it completes when every added replica has joined the ISR (see alter_partition): then the replicas
+        become the target, the leaving ones drop out of the ISR, and leadership moves if its holder leaves.
+        """
+        async with self._lock:
+            self.check_active()
+            registered, live = set(self.image.brokers), set(self.live_brokers)
+            results, records = {}, []
+            for (name, index), target in targets.items():
+                topic = self.image.topics.get(name)
+                partition = topic.partitions.get(index) if topic else None
+                error = None
+                if partition is None:
+                    error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
+                elif target is None:
+                    if not partition.adding_replicas and not partition.removing_replicas:
+                        error = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment to cancel")
+                    else:
+                        original = [r for r in partition.replicas if r not in partition.adding_replicas]
+                        records += self._finish_move(topic, partition, original, live)
+                elif not target or len(set(target)) != len(target):
+                    error = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the target is empty or repeats a broker")
+                elif any(b not in registered for b in target):
+                    error = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"unknown broker(s) {[b for b in target if b not in registered]}")
+                else:
+                    original = [r for r in partition.replicas if r not in partition.adding_replicas]
+                    adding = [r for r in target if r not in original]
+                    if not adding:
+                        records += self._finish_move(topic, partition, target, live)
+                    else:
+                        removing = [r for r in original if r not in target]
+                        records += _partition_change(topic, partition, replicas=target + removing, adding=adding,
+                                                     removing=removing)
+                results[(name, index)] = error or (ErrorCode.NONE, None)
+            if records:
+                await self._commit(records)
+            return results
+
+    def _finish_move(self, topic: TopicImage, partition: PartitionImage, replicas: list[int],
+                     live: set[int]) -> list[dict]:
+        """Settle a partition on `replicas`: the ISR keeps its members among them, leadership moves if needed."""
+        isr = [r for r in partition.isr if r in replicas] or [r for r in replicas if r in live][:1]
+        leader = partition.leader
+        if leader not in replicas or leader not in isr:
+            leader = next((r for r in isr if r in live), NO_LEADER)
+        return _partition_change(topic, partition, replicas=list(replicas), isr=isr, leader=leader, adding=[],
+                                 removing=[])
+
+    def reassignments(self, partitions: list[tuple[str, int]] | None) -> list[tuple[str, PartitionImage]]:
+        """ListPartitionReassignments: the partitions (of `partitions`, or all) with a move under way."""
+        found = []
+        for topic in self.image.topics.values():
+            for index, partition in sorted(topic.partitions.items()):
+                if (partition.adding_replicas or partition.removing_replicas) and \
+                        (partitions is None or (topic.name, index) in partitions):
+                    found.append((topic.name, partition))
+        return found
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, topics: list[dict]) -> list[dict]:
         """AlterPartition from a leader: its new ISR, checked against the leader and partition epochs."""
         async with self._lock:
-            self._check_active()
+            self.check_active()
             broker = self.image.brokers.get(broker_id)
             if broker is None or broker.epoch != broker_epoch:
                 raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"Broker epoch {broker_epoch} of {broker_id} is stale.")
@@ -452,7 +516,7 @@ class Controller:
                     elif stale_member or any(r not in live and r not in partition.isr for r in new_isr):
                         error = ErrorCode.INELIGIBLE_REPLICA
                     else:
-                        records += _partition_change(topic, partition, isr=list(new_isr))
+                        records += self._isr_change(topic, partition, list(new_isr), live)
                     answers.append((index, error))
                 results.append((entry["topic_id"], topic, answers))
             if records:
@@ -460,6 +524,20 @@ class Controller:
             return [{"topic_id": topic_id, "partitions": [
                 self._partition_state(topic, index, error) for index, error in answers]}
                 for topic_id, topic, answers in results]
+
+    def _isr_change(self, topic: TopicImage, partition: PartitionImage, new_isr: list[int],
+                    live: set[int]) -> list[dict]:
+        """A new ISR; when it completes a reassignment (every added replica in sync), the move settles too."""
+        if partition.adding_replicas and set(partition.adding_replicas) <= set(new_isr):
+            target = [r for r in partition.replicas if r not in partition.removing_replicas]
+            in_sync = PartitionImage(partition.partition, partition.replicas, new_isr, partition.leader,
+                                     partition.leader_epoch, partition.partition_epoch)
+            settled = self._finish_move(topic, in_sync, target, live)
+            record = settled[0] if settled else {"type": "PartitionChangeRecord",
+                                                 "topic_id": uuid_to_text(topic.topic_id),
+                                                 "partition": partition.partition}
+            return [{**record, "isr": record.get("isr", new_isr), "adding_replicas": [], "removing_replicas": []}]
+        return _partition_change(topic, partition, isr=new_isr)
 
     @staticmethod
     def _partition_state(topic: TopicImage | None, index: int, error: ErrorCode) -> dict:
@@ -473,12 +551,16 @@ class Controller:
 
 
 def _partition_change(topic: TopicImage, partition: PartitionImage, *, isr: list[int] | None = None,
-                      leader: int | None = None) -> list[dict]:
-    """The PartitionChangeRecord for a new ISR and/or leader; nothing when neither changes."""
+                      leader: int | None = None, replicas: list[int] | None = None,
+                      adding: list[int] | None = None, removing: list[int] | None = None) -> list[dict]:
+    """The PartitionChangeRecord for what changes of a partition; nothing when nothing does."""
     record = {"type": "PartitionChangeRecord", "topic_id": uuid_to_text(topic.topic_id),
               "partition": partition.partition}
-    if isr is not None and isr != partition.isr:
-        record["isr"] = isr
+    for key, value, current in (("replicas", replicas, partition.replicas), ("isr", isr, partition.isr),
+                                ("adding_replicas", adding, partition.adding_replicas),
+                                ("removing_replicas", removing, partition.removing_replicas)):
+        if value is not None and value != current:
+            record[key] = value
     if leader is not None and leader != partition.leader:
         record["leader"] = leader
         record["leader_epoch"] = partition.leader_epoch + 1

@@ -23,6 +23,8 @@ class PartitionImage:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)  # a reassignment under way
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -78,7 +80,7 @@ class MetadataImage:
                 record.get("leader_epoch", 0), record.get("partition_epoch", 0))
         elif kind == "PartitionChangeRecord":
             partition = self.topics_by_id[uuid_from_text(record["topic_id"])].partitions[record["partition"]]
-            for key in ("replicas", "isr", "leader", "leader_epoch"):
+            for key in ("replicas", "isr", "leader", "leader_epoch", "adding_replicas", "removing_replicas"):
                 if key in record:
                     setattr(partition, key, record[key])
             partition.partition_epoch += 1
