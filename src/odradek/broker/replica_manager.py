@@ -147,7 +147,7 @@ class ReplicaManager:
         partition.followers = {r: FollowerState(last_caught_up_ms=now if r in partition.isr else 0)
                                for r in partition.replicas if r != self.node_id}
         partition.log.leader_epochs.assign(partition.leader_epoch, partition.log.log_end_offset)
-        log.info("Leading %s-%d in epoch %d from offset %d (ISR %s)", partition.topic, partition.index,
+        log.debug("Leading %s-%d in epoch %d from offset %d (ISR %s)", partition.topic, partition.index,
                  partition.leader_epoch, partition.log.log_end_offset, list(partition.isr))
 
     def unhost(self, topic: str, index: int) -> None:

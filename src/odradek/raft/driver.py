@@ -170,6 +170,9 @@ class QuorumDriver:
         except (ConnectionError, TimeoutError, OSError, KafkaError) as exc:
             log.debug("Raft %s to node %d failed: %s", type(message).__name__, send.dst, exc)
             reply = None
+        except Exception:  # a malformed answer: drop it, as a lost message
+            log.exception("Raft %s to node %d got an unusable answer", type(message).__name__, send.dst)
+            reply = None
         finally:
             if isinstance(message, FetchRequest):
                 self._fetch_in_flight = False
