@@ -195,6 +195,18 @@ def test_truncation_below_an_epochs_start_drops_it_and_a_full_truncation_clears_
     assert log.leader_epochs.entries == [(6, 500)]
 
 
+def test_truncating_to_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path):
+    """A leader deposed before its first write keeps (epoch, log end) in its cache; as a follower it is told it
+    diverged exactly at its log end, and must drop that empty epoch (found by the cluster nemesis, seed 9)."""
+    log = leader_log(tmp_path / "t-0")
+    entries = log.leader_epochs.entries
+    end = log.log_end_offset
+    log.leader_epochs.assign(9, end)  # became leader in epoch 9, wrote nothing
+    log.truncate_to(end)
+    assert log.log_end_offset == end and log.leader_epochs.entries == entries
+    assert log.end_offset_for_epoch(entries[-1].epoch) == (entries[-1].epoch, end)
+
+
 def test_log_start_moves_collapse_the_entries_before_the_new_start(tmp_path):
     log = leader_log(tmp_path / "t-0")
     (_, _), (_, start1), (_, start3) = log.leader_epochs.entries

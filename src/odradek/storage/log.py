@@ -680,6 +680,9 @@ class PartitionLog:
         not truncate while such reads are in flight.
         """
         if offset >= self.log_end_offset:
+            # No batch goes, but an epoch that starts at the log end and wrote nothing does (a leadership
+            # lost before any write): kept, the follower would name it in every fetch and diverge forever.
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
