@@ -30,7 +30,7 @@ APIS = {
     44: "IncrementalAlterConfigs", 47: "OffsetDelete", 60: "DescribeCluster", 61: "DescribeProducers",
     43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 52: "Vote",
     53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 55: "DescribeQuorum", 56: "AlterPartition", 62: "BrokerRegistration",
-    63: "BrokerHeartbeat", 65: "DescribeTransactions", 66: "ListTransactions", 67: "AllocateProducerIds",
+    59: "FetchSnapshot", 63: "BrokerHeartbeat", 65: "DescribeTransactions", 66: "ListTransactions", 67: "AllocateProducerIds",
     68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions",
 }
 

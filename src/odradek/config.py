@@ -35,6 +35,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.election.timeout.ms", "int", 1000, "How long a candidate waits for votes before a new election."),
     ConfigDef("controller.quorum.election.backoff.max.ms", "int", 1000, "Largest random delay before a new election."),
     ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "A voter that has not heard from the leader this long starts an election."),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, "Bytes of metadata records applied after which a node snapshots its metadata image and drops the log before it."),
     ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "How often a broker heartbeats to the active controller."),
     ConfigDef("broker.session.timeout.ms", "int", 9000, "A broker that has not heartbeated this long is fenced and loses its leaderships."),
     ConfigDef("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas (the first of each partition) when brokers lead too few of them."),

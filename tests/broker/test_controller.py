@@ -1025,3 +1025,20 @@ async def test_a_reassignment_that_only_drops_replicas_settles_at_once():
     await cluster.controller.reassign({("t", 0): [2, 3]})
     p = cluster.partition("t")
     assert (p.replicas, p.isr, p.leader, p.adding_replicas) == ([2, 3], [2, 3], 2, [])
+
+
+@run_async
+async def test_snapshot_records_rebuild_the_same_image():
+    cluster = await start_cluster(1, 2, 3, racks=["a", "b", None])
+    await cluster.controller.create_topic("t", 4, 3, configs={"retention.ms": "1000"})
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "5000"})
+    await cluster.controller.reassign({("t", 0): [2, 3]})
+    await cluster.heartbeat(3, want_fence=True)
+    await cluster.controller.allocate_producer_ids()
+    rebuilt = MetadataImage()
+    for record in json.loads(json.dumps(cluster.image.snapshot_records())):
+        rebuilt.apply(record, offset=10_000)  # a snapshot's records keep their own epochs
+    assert rebuilt.snapshot_records() == cluster.image.snapshot_records()
+    assert rebuilt.brokers == cluster.image.brokers and rebuilt.live_brokers == [1, 2]
+    assert {n: (t.topic_id, t.partitions, t.configs) for n, t in rebuilt.topics.items()} == \
+        {n: (t.topic_id, t.partitions, t.configs) for n, t in cluster.image.topics.items()}

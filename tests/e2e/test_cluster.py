@@ -277,3 +277,26 @@ def test_reassignment_moves_a_partition_to_other_brokers(cluster_factory):
     out = subprocess.run(["kcat", "-b", others, "-t", "moving", "-C", "-e", "-q", "-f", "%s\n"],
                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert sorted(map(int, out)) == list(range(600))
+
+
+def test_a_node_back_from_downtime_catches_up_from_a_metadata_snapshot(cluster_factory):
+    cluster = cluster_factory(3, {"metadata.log.max.record.bytes.between.snapshots": "4000"})
+    cluster.node(3).stop()
+    survivors = f"{cluster.node(1).bootstrap},{cluster.node(2).bootstrap}"
+    admin = AdminClient({"bootstrap.servers": survivors})
+    names = [f"made-while-away-{i}" for i in range(30)]
+    for future in admin.create_topics([NewTopic(n, 2, 2) for n in names]).values():
+        future.result(30)
+    snapshots = sorted((cluster.node(1).data_dir / "__cluster_metadata-0").glob("snapshot-*"))
+    assert snapshots, "the leader's metadata grew past the snapshot threshold"
+    cluster.node(3).start()
+    direct = AdminClient({"bootstrap.servers": cluster.node(3).bootstrap})
+    wait_for(lambda: set(names) <= set(direct.list_topics(timeout=10).topics), 30, "node 3 to know every topic")
+    assert "installed" in cluster.node(3).log_text()  # from the leader, by FetchSnapshot
+    create_topic(cluster.bootstrap, "after-catch-up", partitions=3, replication=3)
+    produce_numbered(cluster.bootstrap, "after-catch-up", 0, 50)
+    wait_for(lambda: all(len(isr) == 3 for _, _, isr in partition_states(cluster.bootstrap, "after-catch-up").values()),
+             30, "node 3 in every ISR")
+    cluster.node(3).restart()  # and it starts again from its own snapshot
+    wait_for(lambda: set(names) <= set(AdminClient({"bootstrap.servers": cluster.node(3).bootstrap})
+                                       .list_topics(timeout=10).topics), 30, "node 3 to know every topic again")

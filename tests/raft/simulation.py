@@ -1,7 +1,14 @@
-"""A deterministic, seeded simulator for the Raft core: lossy, reordering network, partitions, crashes.
+"""A deterministic, seeded simulator for the Raft core: lossy, reordering network, partitions, crashes, snapshots.
 
 Everything random comes from one `random.Random(seed)`, so a seed replays exactly. Invariants are
 checked after every step and raise `InvariantViolation` with the seed in the message.
+
+Each node runs a state machine that simply lists the committed entries it applied, in order: it applies up
+to its high watermark after every event, resets to an installed snapshot's state when the core hands one
+over (`take_installed_snapshot`), and forgets everything on a crash. Nodes, leaders included, snapshot that
+state at random committed offsets, so a follower that lags or comes back from a crash often finds the
+leader's log start past its own end and has to fetch the snapshot. A snapshot's state is the list of entries
+it covers, so the checker compares it with the committed entries directly.
 """
 
 import random
@@ -9,7 +16,7 @@ from dataclasses import dataclass, field
 
 from odradek.raft.core import RaftConfig, RaftCore, Role
 from odradek.raft.log import MemoryLog, QuorumStateStore
-from odradek.raft.messages import Entry, Send
+from odradek.raft.messages import Entry, FetchSnapshotResponse, Send
 
 STEP_MS = 10
 
@@ -28,6 +35,8 @@ class SimNode:
     down_until_ms: int = 0
     last_high_watermark: int = 0
     leader_checked_epoch: int = -1
+    applied: list[Entry] = field(default_factory=list)  # the state machine: committed entries, in order
+    checked_snapshot_end: int = 0  # end offset of the latest snapshot checked against the committed entries
 
 
 class Simulation:
@@ -38,6 +47,7 @@ class Simulation:
         drop, max_delay_ms = rng.choice((0.0, 0.02, 0.1, 0.25)), rng.choice((5, 20, 40, 100))
         crash_rate, partition_rate = rng.choice((0.0, 0.003, 0.01)), rng.choice((0.0, 0.01, 0.03))
         propose_rate = rng.choice((0.1, 0.3, 1.0))
+        self.snapshot_rate = rng.choice((0.0, 0.01, 0.03, 0.1))  # per node and step
         self.voter_ids = frozenset(range(1, voters + 1))
         self.config = RaftConfig()
         self.now_ms = 0
@@ -57,14 +67,18 @@ class Simulation:
         self.acknowledged: set[int] = set()
         self.pending: dict[int, tuple[int, int]] = {}  # proposal -> (offset, epoch) on its leader
         self.faults = True
+        self.snapshots_taken = 0
+        self.snapshots_installed = 0
 
     # ---- plumbing -----------------------------------------------------------------------------------
 
     def _start(self, node: SimNode) -> None:
         node.incarnation += 1
         node.last_high_watermark = 0
+        node.applied = []  # the state machine is volatile: rebuilt from the snapshot and the log
         node.core = RaftCore(node.node_id, self.voter_ids, node.log, node.store,
                              rng_seed=self.rng.randrange(2**32), now_ms=self.now_ms, config=self.config)
+        self._apply(node)
 
     def alive(self, node: SimNode) -> bool:
         return node.core is not None
@@ -98,11 +112,13 @@ class Simulation:
             if not self.alive(node) or not self.connected(message.src, dst):
                 continue
             self._send(dst, node.core.handle(message, self.now_ms))
-            self.check()
+            self._apply(node, installing=isinstance(message, FetchSnapshotResponse))
+            self.check(node)
         for node in self.nodes.values():
             if node.core is None:
                 if self.now_ms >= node.down_until_ms:
                     self._start(node)
+                    self.check(node)
                 continue
             if node.core.is_leader and self.faults and rng.random() < self.propose_rate:
                 proposal = self.next_proposal
@@ -110,7 +126,29 @@ class Simulation:
                 offset = node.core.propose(proposal, self.now_ms)
                 self.pending[proposal] = (offset, node.core.epoch)
             self._send(node.node_id, node.core.tick(self.now_ms))
-            self.check()
+            self._apply(node)
+            if self.snapshot_rate and rng.random() < self.snapshot_rate:
+                self._snapshot(node)
+            self.check(node)
+
+    def _apply(self, node: SimNode, installing: bool = False) -> None:
+        """What the shell does after each event: reset to an installed snapshot, then apply up to the high watermark."""
+        installed = node.core.take_installed_snapshot()
+        if installed is not None:
+            if installing:
+                self.snapshots_installed += 1
+            node.applied = list(installed.state)
+        hw = node.core.high_watermark
+        if len(node.applied) < hw:
+            node.applied += node.log.read(len(node.applied), hw - len(node.applied))
+
+    def _snapshot(self, node: SimNode) -> None:
+        latest = node.log.latest_snapshot()
+        start = latest.end_offset if latest is not None else 0
+        if len(node.applied) > start:
+            end = self.rng.randint(start + 1, len(node.applied))
+            node.core.snapshot(end, tuple(node.applied[:end]))
+            self.snapshots_taken += 1
 
     def _faults(self) -> None:
         rng = self.rng
@@ -128,41 +166,71 @@ class Simulation:
 
     # ---- invariants -----------------------------------------------------------------------------------
 
-    def check(self) -> None:
-        for node in self.nodes.values():
+    def check(self, changed: SimNode | None = None) -> None:
+        """Check the invariants on `changed`, the only node an event has changed since the last check (on
+        every node if None), and on the records committed so far."""
+        committed_before = len(self.committed)
+        for node in [changed] if changed is not None else self.nodes.values():
             core = node.core
             if core is None:
                 continue
+            log = node.log
             hw = core.high_watermark
             if hw < node.last_high_watermark:
                 self.fail(f"node {node.node_id} high watermark went back {node.last_high_watermark} -> {hw}")
-            entries = node.log.entries
-            if hw > len(entries):
-                self.fail(f"node {node.node_id} high watermark {hw} beyond its log end {len(entries)}")
+            if hw > log.end_offset:
+                self.fail(f"node {node.node_id} high watermark {hw} beyond its log end {log.end_offset}")
+            snapshot = log.latest_snapshot()
+            if snapshot is not None and snapshot.end_offset != node.checked_snapshot_end:
+                # a snapshot holds committed entries only, and exactly those
+                if list(snapshot.state) != self.committed[:snapshot.end_offset] \
+                        or snapshot.end_offset > len(self.committed):
+                    self.fail(f"node {node.node_id} snapshot at {snapshot.end_offset} differs from the committed entries")
+                if not log.start_offset <= snapshot.end_offset <= log.end_offset:
+                    self.fail(f"node {node.node_id} log [{log.start_offset}, {log.end_offset}) and its snapshot at "
+                              f"{snapshot.end_offset} leave a hole")
+                node.checked_snapshot_end = snapshot.end_offset
             if core.role is Role.LEADER:
                 known = self.leaders_by_epoch.setdefault(core.epoch, node.node_id)
                 if known != node.node_id:
                     self.fail(f"two leaders in epoch {core.epoch}: {known} and {node.node_id}")
                 if hw > len(self.committed):
+                    if len(self.committed) < log.start_offset:
+                        self.fail(f"leader {node.node_id} dropped uncommitted entries below {log.start_offset}")
                     self.commit_epochs.extend([core.epoch] * (hw - len(self.committed)))
-                    self.committed.extend(entries[len(self.committed):hw])
+                    self.committed.extend(log.read(len(self.committed), hw - len(self.committed)))
             if hw > node.last_high_watermark:
-                start = min(node.last_high_watermark, len(self.committed))
-                if entries[start:hw] != self.committed[start:hw]:
+                # entries below the log start were checked through the snapshot
+                start = max(min(node.last_high_watermark, len(self.committed)), log.start_offset)
+                if list(log.read(start, hw - start)) != self.committed[start:hw]:
                     self.fail(f"node {node.node_id} committed prefix [{start}, {hw}) differs from the quorum's")
                 node.last_high_watermark = hw
+            if len(node.applied) != hw:
+                self.fail(f"node {node.node_id} applied {len(node.applied)} entries, high watermark {hw}")
             if core.role is Role.LEADER and node.leader_checked_epoch != core.epoch:
-                # leader completeness: a leader holds every record committed in an earlier epoch
+                # leader completeness: a leader holds every record committed in an earlier epoch, in its log
+                # or in its snapshot
                 node.leader_checked_epoch = core.epoch
+                history = self.history(node)
                 for offset, commit_epoch in enumerate(self.commit_epochs):
                     if commit_epoch < core.epoch and (
-                            offset >= len(entries) or entries[offset] != self.committed[offset]):
+                            offset >= len(history) or history[offset] != self.committed[offset]):
                         self.fail(f"leader {node.node_id} of epoch {core.epoch} lacks committed offset {offset}")
+        if len(self.committed) == committed_before and changed is not None:
+            return
         for proposal, (offset, epoch) in list(self.pending.items()):
             if offset < len(self.committed):
                 del self.pending[proposal]
                 if self.committed[offset] == Entry(epoch, proposal):
                     self.acknowledged.add(proposal)
+
+    @staticmethod
+    def history(node: SimNode) -> list[Entry]:
+        """The node's whole log: what its snapshot covers below the log start, then the entries held."""
+        log = node.log
+        snapshot = log.latest_snapshot()
+        prefix = list(snapshot.state[:log.start_offset]) if snapshot is not None else []
+        return prefix + log.entries
 
     # ---- runs -----------------------------------------------------------------------------------------
 
@@ -181,7 +249,10 @@ class Simulation:
                 break
         else:
             self.fail("no convergence after healing: " + self.describe())
-        final = leaders[0].log.entries
+        final = leaders[0].applied
+        for node in self.nodes.values():
+            if self.history(node) != final:
+                self.fail(f"node {node.node_id}: snapshot and log differ from the leader's applied entries")
         data = [e.data for e in final if e.data is not None]
         if len(data) != len(set(data)):
             self.fail("a proposal appears twice in the final log")
@@ -192,14 +263,16 @@ class Simulation:
             self.fail("final log does not extend the committed records")
 
     def _converged(self, leader: SimNode) -> bool:
-        entries = leader.log.entries
-        if leader.core.high_watermark != len(entries) or entries[-1].epoch != leader.core.epoch:
+        """Logs end alike, everything is committed, and every state machine applied the same entries."""
+        log, core = leader.log, leader.core
+        end = log.end_offset
+        if core.high_watermark != end or log.last_epoch() != core.epoch:
             return False
-        return all(n.core is not None and n.log.entries == entries and n.core.high_watermark == len(entries)
-                   for n in self.nodes.values())
+        return all(n.core is not None and n.log.end_offset == end and n.log.last_epoch() == core.epoch
+                   and n.core.high_watermark == end and n.applied == leader.applied for n in self.nodes.values())
 
     def describe(self) -> str:
         return "; ".join(
             f"{n.node_id}: {n.core.role.value if n.core else 'down'} epoch={n.core.epoch if n.core else '-'} "
-            f"end={len(n.log.entries)} hw={n.core.high_watermark if n.core else '-'}"
+            f"start={n.log.start_offset} end={n.log.end_offset} hw={n.core.high_watermark if n.core else '-'}"
             for n in self.nodes.values())

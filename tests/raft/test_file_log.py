@@ -2,7 +2,8 @@
 
 The randomized tests run seeds 0..39; `--seed N` runs seed N only; a failure names its seed. Crashes are
 simulated by writing file images by hand (the bytes of the last flush plus a torn, corrupted or zero-filled
-part of what came after), so fsync is recorded rather than performed.
+part of what came after; snapshot files, written by rename after an fsync, are whole or absent), so fsync
+is recorded rather than performed.
 """
 
 import json
@@ -12,12 +13,19 @@ import struct
 from pathlib import Path
 from random import Random
 
+import crc32c
 import pytest
 
 from odradek.raft.core import RaftCore
-from odradek.raft.file_log import LOG_FILE, QUORUM_STATE_FILE, FileQuorumStateStore, FileRaftLog
+from odradek.raft.file_log import (
+    LOG_FILE,
+    QUORUM_STATE_FILE,
+    FileQuorumStateStore,
+    FileRaftLog,
+    snapshot_file_name,
+)
 from odradek.raft.log import MemoryLog, QuorumState
-from odradek.raft.messages import NO_LEADER, Entry
+from odradek.raft.messages import NO_LEADER, Entry, Snapshot
 
 SEEDS = 40
 STEPS = 150
@@ -58,18 +66,30 @@ def random_batch(rng: Random, last_epoch: int) -> list[Entry]:
 
 def observe(log) -> dict:
     """Everything the RaftLog interface lets a caller see."""
-    end = log.end_offset
+    start, end = log.start_offset, log.end_offset
     with pytest.raises(IndexError):
         log.epoch_at(end)
+    if start > 0:  # below the log start, only the snapshot knows
+        with pytest.raises(IndexError):
+            log.epoch_at(start - 2)
+        with pytest.raises(IndexError):
+            log.read(start - 1, 1)
     return {
+        "start_offset": start,
+        "snapshot": log.latest_snapshot(),
         "end_offset": end,
         "flushed_end_offset": log.flushed_end_offset,
         "last_epoch": log.last_epoch(),
-        "epoch_at": [log.epoch_at(offset) for offset in range(-1, end)],
-        "entries": log.read(0, end + 1),
-        "reads": [log.read(start, n) for start in range(0, end + 2, 3) for n in (0, 1, 5)],
+        "epoch_at": [log.epoch_at(offset) for offset in range(start - 1, end)],
+        "entries": log.read(start, end - start + 1),
+        "reads": [log.read(first, n) for first in range(start, end + 2, 3) for n in (0, 1, 5)],
         "end_offset_for_epoch": [log.end_offset_for_epoch(epoch) for epoch in range(-1, log.last_epoch() + 2)],
     }
+
+
+def snapshot_end(log) -> int:
+    snapshot = log.latest_snapshot()
+    return snapshot.end_offset if snapshot is not None else 0
 
 
 def frame_ends(image: bytes) -> list[int]:
@@ -82,48 +102,101 @@ def frame_ends(image: bytes) -> list[int]:
     return ends
 
 
-def open_image(directory, image: bytes) -> FileRaftLog:
+def open_image(directory, image: bytes, snapshot_files: dict[str, bytes] | None = None) -> FileRaftLog:
     os.makedirs(directory)
     with open(os.path.join(directory, LOG_FILE), "wb") as f:
         f.write(image)
+    for name, content in (snapshot_files or {}).items():
+        Path(directory, name).write_bytes(content)
     return FileRaftLog(str(directory))
+
+
+def snapshot_files(directory) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in Path(directory).glob("snapshot-*")}
 
 
 # ---- FileRaftLog -----------------------------------------------------------------------------------
 
 
 def test_file_log_answers_like_the_memory_log_after_every_operation(log_seed, tmp_path):
+    """Appends, truncations, flushes, snapshots (taken or installed), prefix drops, restarts and crashes."""
     rng = Random(log_seed)
     memory, file = MemoryLog(), FileRaftLog(str(tmp_path))
+    durable = b""  # what raft.log holds on disk for sure: the image a crash leaves
     for step in range(STEPS):
         choice = rng.random()
-        if choice < 0.45:
+        start, end, last_snapshot = memory.start_offset, memory.end_offset, snapshot_end(memory)
+        if choice < 0.35:
             batch = random_batch(rng, memory.last_epoch())
             memory.append(batch)
             file.append(batch)
             action = f"append {len(batch)}"
-        elif choice < 0.5 and memory.last_epoch() > 0:
+        elif choice < 0.4 and memory.last_epoch() > 0:
             late = [Entry(memory.last_epoch() - rng.randint(1, memory.last_epoch()), "late")]
             with pytest.raises(ValueError):
                 memory.append(late)
             with pytest.raises(ValueError):
                 file.append(late)
             action = f"refused append of epoch {late[0].epoch}"
-        elif choice < 0.65:
-            offset = rng.randrange(memory.end_offset + 3)
+        elif choice < 0.52:
+            offset = rng.randrange(last_snapshot, end + 3)
             memory.truncate_to(offset)
             file.truncate_to(offset)
             action = f"truncate_to {offset}"
-        elif choice < 0.9:
+            if last_snapshot > 0:
+                for log in (memory, file):
+                    with pytest.raises(ValueError):
+                        log.truncate_to(last_snapshot - 1)
+        elif choice < 0.7:
             memory.flush()
             file.flush()
+            durable = Path(file.path).read_bytes()
             action = "flush"
-        else:  # a clean restart: what was written is read back, and counts as flushed
+        elif choice < 0.78 and end > last_snapshot:  # a snapshot of entries the log holds, maybe a prefix drop
+            at = rng.randint(last_snapshot + 1, end)
+            snapshot = Snapshot(at, memory.epoch_at(at - 1), random_data(rng))
+            memory.save_snapshot(snapshot)
+            file.save_snapshot(snapshot)
+            action = f"snapshot at {at}"
+            if rng.random() < 0.6:
+                drop = rng.randint(start, at)
+                memory.truncate_prefix_to(drop)
+                file.truncate_prefix_to(drop)
+                if drop > start:
+                    durable = Path(file.path).read_bytes()
+                action += f", prefix dropped to {drop}"
+            for log in (memory, file):
+                with pytest.raises(ValueError):
+                    log.save_snapshot(snapshot)  # not newer
+                with pytest.raises(ValueError):
+                    log.truncate_prefix_to(at + 1)  # not covered
+        elif choice < 0.83:  # a snapshot installed from a leader: the log does not hold its last entry
+            if rng.random() < 0.5 or end == last_snapshot:
+                at, epoch = end + rng.randint(1, 3), memory.last_epoch() + rng.randint(0, 2)
+            else:
+                at = rng.randint(last_snapshot + 1, end)
+                epoch = memory.epoch_at(at - 1) + rng.randint(1, 2)
+            snapshot = Snapshot(at, epoch, random_data(rng))
+            memory.save_snapshot(snapshot)
+            file.save_snapshot(snapshot)
+            durable = Path(file.path).read_bytes()
+            assert memory.start_offset == memory.end_offset == at
+            action = f"install snapshot at {at} epoch {epoch}"
+        elif choice < 0.92:  # a clean restart: what was written is read back, and counts as flushed
             file.close()
             file = FileRaftLog(str(tmp_path))
             memory.flush()
+            durable = Path(file.path).read_bytes()
             action = "reopen"
+        else:  # a crash: raft.log as last fsynced, the snapshot files (durable when saved) as they are
+            file.close()
+            Path(file.path).write_bytes(durable)
+            file = FileRaftLog(str(tmp_path))
+            memory.crash()
+            durable = Path(file.path).read_bytes()
+            action = "crash"
         assert observe(file) == observe(memory), f"seed {log_seed}, step {step}: {action}"
+    assert len(snapshot_files(tmp_path)) == (memory.latest_snapshot() is not None)
     file.close()
 
 
@@ -186,16 +259,24 @@ def test_a_crash_keeps_a_prefix_of_what_was_appended_and_everything_flushed(log_
         choice = rng.random()
         if choice < 0.6:
             log.append(random_batch(rng, log.last_epoch()))
+        elif choice < 0.7 and log.end_offset > snapshot_end(log):  # a snapshot and the prefix drop (a rewrite)
+            at = rng.randint(snapshot_end(log) + 1, log.end_offset)
+            log.save_snapshot(Snapshot(at, log.epoch_at(at - 1), random_data(rng)))
+            log.truncate_prefix_to(at)
+            flushed_image, flushed = Path(log.path).read_bytes(), log.read(at, log.end_offset)
         else:
-            if choice < 0.75:
-                log.truncate_to(rng.randrange(log.end_offset + 1))  # the core flushes right after truncating
+            if choice < 0.85:  # the core flushes right after truncating
+                log.truncate_to(rng.randrange(snapshot_end(log), log.end_offset + 1))
             log.flush()
-            flushed_image, flushed = Path(log.path).read_bytes(), log.read(0, log.end_offset)
+            flushed_image, flushed = Path(log.path).read_bytes(), log.read(log.start_offset, log.end_offset)
     log.append(random_batch(rng, log.last_epoch()))  # at least one unflushed batch
-    written, appended = Path(log.path).read_bytes(), log.read(0, log.end_offset)
+    start = log.start_offset
+    written, appended = Path(log.path).read_bytes(), log.read(start, log.end_offset)
     log.close()
     assert written.startswith(flushed_image)
     ends = frame_ends(written)
+    header = 1 if start > 0 else 0  # the log-start frame: flushed by the rewrite that wrote it
+    snapshots = snapshot_files(tmp_path / "live")
 
     # The crashed disk holds the flushed bytes and any part of the rest, possibly damaged.
     cut = rng.randint(len(flushed_image), len(written))
@@ -204,8 +285,8 @@ def test_a_crash_keeps_a_prefix_of_what_was_appended_and_everything_flushed(log_
     flipped = bytearray(written[:cut])
     if flip is not None:
         flipped[flip] ^= 1 << rng.randrange(8)
-    images = {
-        "flushed": (flushed_image, len(flushed)),
+    images = {  # name: (image, frames that survive, log-start frame included)
+        "flushed": (flushed_image, header + len(flushed)),
         "torn": (written[:cut], sum(1 for end in ends if end <= cut)),
         "torn and flipped": (bytes(flipped), sum(1 for end in ends if end <= (cut if flip is None else flip))),
         # zeros after a whole frame (a file extended but not written): a zero header has a valid CRC
@@ -214,9 +295,10 @@ def test_a_crash_keeps_a_prefix_of_what_was_appended_and_everything_flushed(log_
     for name, (image, survivors) in images.items():
         context = f"seed {log_seed}, {name} image ({len(image)} of {len(written)} bytes, flushed {len(flushed_image)})"
         directory = tmp_path / name.replace(" ", "-")
-        recovered = open_image(directory, image)
-        entries = recovered.read(0, recovered.end_offset)
-        assert entries == appended[:survivors], context
+        recovered = open_image(directory, image, snapshots)
+        assert recovered.start_offset == start, context
+        entries = recovered.read(start, recovered.end_offset)
+        assert entries == appended[:survivors - header], context
         assert entries[:len(flushed)] == flushed, context
         assert recovered.flushed_end_offset == recovered.end_offset, context
         assert os.path.getsize(recovered.path) == (ends[survivors - 1] if survivors else 0), context
@@ -225,7 +307,8 @@ def test_a_crash_keeps_a_prefix_of_what_was_appended_and_everything_flushed(log_
         recovered.append([extra])
         recovered.close()
         again = FileRaftLog(str(directory))
-        assert again.read(0, again.end_offset) == (*appended[:survivors], extra), context
+        assert again.read(start, again.end_offset) == (*appended[:survivors - header], extra), context
+        assert again.latest_snapshot() == recovered.latest_snapshot(), context
         again.close()
 
 
@@ -255,6 +338,170 @@ def test_stale_frames_from_an_unflushed_truncation_are_not_loaded(tmp_path):
     recovered = open_image(tmp_path / "crashed", new + old[len(new):])
     assert recovered.read(0, 10) == (Entry(1, "a"), Entry(3, "x"))
     recovered.close()
+
+
+# ---- FileRaftLog snapshots ---------------------------------------------------------------------------
+
+
+def written_log(directory, entries: list[Entry], flush: bool = True) -> FileRaftLog:
+    log = FileRaftLog(str(directory))
+    log.append(entries)
+    if flush:
+        log.flush()
+    return log
+
+
+def frames(image: bytes) -> list[tuple[int, object]]:
+    """(epoch, data) of each frame of an intact raft.log image."""
+    out, position = [], 0
+    while position < len(image):
+        length, _ = struct.unpack_from(">II", image, position)
+        payload = image[position + 8:position + 8 + length]
+        out.append((struct.unpack_from(">i", payload)[0], json.loads(payload[4:])))
+        position += 8 + length
+    return out
+
+
+def test_snapshot_file_and_log_start_frame_on_disk(tmp_path):
+    log = written_log(tmp_path, [Entry(1, None), Entry(1, "a"), Entry(2, None), Entry(2, "b"), Entry(2, "c")])
+    log.save_snapshot(Snapshot(4, 2, {"topics": ["a", "b"]}))
+    name = "snapshot-00000000000000000004-0000000002.checkpoint"
+    assert snapshot_file_name(4, 2) == name and [p.name for p in tmp_path.glob("snapshot-*")] == [name]
+    content = (tmp_path / name).read_bytes()
+    length, checksum = struct.unpack_from(">II", content)
+    assert length == len(content) - 8 and checksum == crc32c.crc32c(content[8:])
+    assert json.loads(content[8:]) == {"end_offset": 4, "epoch": 2, "state": {"topics": ["a", "b"]}}
+    assert frames(Path(log.path).read_bytes())[0] == (1, None)  # the log is untouched until the prefix drop
+    log.truncate_prefix_to(4)
+    assert frames(Path(log.path).read_bytes()) == [(-1, {"start_offset": 4, "start_epoch": 2}), (2, "c")]
+    assert (log.start_offset, log.end_offset, log.epoch_at(3), log.read(4, 5)) == (4, 5, 2, (Entry(2, "c"),))
+    log.append([Entry(3, "d")])
+    log.flush()
+    before = observe(log)
+    log.close()
+    reopened = FileRaftLog(str(tmp_path))
+    assert observe(reopened) == before
+    assert reopened.end_offset_for_epoch(2) == (2, 5) and reopened.end_offset_for_epoch(1) == (-1, -1)
+    reopened.close()
+
+
+def test_a_crash_between_the_snapshot_write_and_the_prefix_drop_keeps_the_log_and_the_snapshot(tmp_path):
+    log = written_log(tmp_path, [Entry(1, None), Entry(1, "a"), Entry(2, "b")])
+    image = Path(log.path).read_bytes()
+    log.save_snapshot(Snapshot(2, 1, "state at 2"))  # the crash comes before truncate_prefix_to
+    log.close()
+    assert Path(log.path).read_bytes() == image
+    reopened = FileRaftLog(str(tmp_path))
+    assert reopened.latest_snapshot() == Snapshot(2, 1, "state at 2")
+    assert (reopened.start_offset, reopened.read(0, 5)) == (0, (Entry(1, None), Entry(1, "a"), Entry(2, "b")))
+    reopened.truncate_prefix_to(2)  # the next prefix drop works from there
+    reopened.close()
+    again = FileRaftLog(str(tmp_path))
+    assert (again.start_offset, again.epoch_at(1), again.read(2, 5)) == (2, 1, (Entry(2, "b"),))
+    again.close()
+
+
+@pytest.mark.parametrize("follower,kept", [
+    ([Entry(1, "a")], False),  # behind the snapshot
+    ([Entry(1, "a"), Entry(2, "x"), Entry(2, "y"), Entry(2, "z")], False),  # a deposed leader's suffix
+    ([Entry(1, "a"), Entry(1, "b"), Entry(3, None), Entry(3, "c")], True),  # holds the snapshot's last entry
+])
+def test_a_crash_during_an_install_between_the_snapshot_write_and_the_log_reset(tmp_path, follower, kept):
+    live = written_log(tmp_path / "live", follower)
+    before = Path(live.path).read_bytes()
+    live.save_snapshot(Snapshot(3, 3, "state at 3"))
+    snapshots = snapshot_files(tmp_path / "live")
+    live.close()
+    # The snapshot file is durable, raft.log is as before (no reset yet).
+    recovered = open_image(tmp_path / "crashed", before, snapshots)
+    assert recovered.latest_snapshot() == Snapshot(3, 3, "state at 3")
+    if kept:
+        assert (recovered.start_offset, recovered.read(0, 10)) == (0, tuple(follower))
+    else:
+        assert recovered.start_offset == recovered.end_offset == 3 and recovered.last_epoch() == 3
+        assert frames(Path(recovered.path).read_bytes()) == [(-1, {"start_offset": 3, "start_epoch": 3})]
+    recovered.close()
+
+
+def test_a_snapshot_of_entries_not_yet_fsynced_survives_a_crash_that_loses_them(tmp_path):
+    # A leader may snapshot committed entries that followers have fsynced and it has not yet.
+    live = written_log(tmp_path / "live", [Entry(1, None), Entry(1, "a")])
+    flushed = Path(live.path).read_bytes()
+    live.append([Entry(1, "b"), Entry(1, "c")])
+    live.save_snapshot(Snapshot(3, 1, "state at 3"))
+    snapshots = snapshot_files(tmp_path / "live")
+    live.close()
+    recovered = open_image(tmp_path / "crashed", flushed, snapshots)  # before truncate_prefix_to
+    assert recovered.latest_snapshot() == Snapshot(3, 1, "state at 3")
+    assert (recovered.start_offset, recovered.end_offset, recovered.last_epoch()) == (3, 3, 1)
+    recovered.close()
+
+
+def test_an_install_makes_the_snapshot_durable_before_it_resets_the_log(tmp_path, monkeypatch, fsyncs):
+    log = written_log(tmp_path, [Entry(1, "a"), Entry(2, "x")])
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (replaced.append(Path(dst).name), real_replace(src, dst)))
+    synced = len(fsyncs)
+    log.save_snapshot(Snapshot(5, 3, "state at 5"))
+    assert replaced == [snapshot_file_name(5, 3), LOG_FILE]
+    assert len(fsyncs) - synced == 4  # each file and the directory after each rename
+    assert (log.start_offset, log.end_offset, log.flushed_end_offset) == (5, 5, 5)
+    log.close()
+
+
+def test_leftover_temp_files_and_older_snapshots_are_removed_and_the_newest_wins(tmp_path):
+    log = written_log(tmp_path, [Entry(1, None), Entry(1, "a"), Entry(1, "b")])
+    log.save_snapshot(Snapshot(1, 1, "old"))
+    old = snapshot_files(tmp_path)
+    log.save_snapshot(Snapshot(2, 1, "new"))
+    log.close()
+    assert list(snapshot_files(tmp_path)) == [snapshot_file_name(2, 1)]  # the older one is removed
+    (tmp_path / snapshot_file_name(1, 1)).write_bytes(old[snapshot_file_name(1, 1)])  # as if that removal was lost
+    (tmp_path / (snapshot_file_name(3, 1) + ".tmp")).write_bytes(b"half a snapshot")
+    (tmp_path / (LOG_FILE + ".tmp")).write_bytes(b"half a log")
+    reopened = FileRaftLog(str(tmp_path))
+    assert reopened.latest_snapshot() == Snapshot(2, 1, "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOG_FILE, snapshot_file_name(2, 1)]
+    reopened.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "rename"])
+def test_a_damaged_snapshot_file_is_ignored_while_the_log_still_holds_its_entries(tmp_path, damage):
+    log = written_log(tmp_path, [Entry(1, None), Entry(1, "a"), Entry(1, "b")])
+    log.save_snapshot(Snapshot(1, 1, "old"))
+    log.truncate_prefix_to(1)
+    old = snapshot_files(tmp_path)
+    log.save_snapshot(Snapshot(2, 1, "new"))  # the prefix below 2 is still in the log
+    log.close()
+    for name, content in old.items():
+        (tmp_path / name).write_bytes(content)
+    newest = tmp_path / snapshot_file_name(2, 1)
+    content = bytearray(newest.read_bytes())
+    if damage == "flip":
+        content[-3] ^= 0x10
+    elif damage == "truncate":
+        content = content[:-1]
+    else:  # the name disagrees with the content
+        newest.rename(tmp_path / snapshot_file_name(2, 2))
+        newest = tmp_path / snapshot_file_name(2, 2)
+    newest.write_bytes(bytes(content))
+    reopened = FileRaftLog(str(tmp_path))
+    assert reopened.latest_snapshot() == Snapshot(1, 1, "old") and reopened.read(1, 5) == (Entry(1, "a"), Entry(1, "b"))
+    assert list(snapshot_files(tmp_path)) == [snapshot_file_name(1, 1)]
+    reopened.close()
+
+
+def test_a_log_whose_dropped_prefix_is_in_no_intact_snapshot_is_refused(tmp_path):
+    log = written_log(tmp_path, [Entry(1, None), Entry(1, "a"), Entry(1, "b")])
+    log.save_snapshot(Snapshot(2, 1, "state at 2"))
+    log.truncate_prefix_to(2)
+    log.close()
+    snapshot = tmp_path / snapshot_file_name(2, 1)
+    snapshot.write_bytes(snapshot.read_bytes()[:-1])
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / LOG_FILE))):
+        FileRaftLog(str(tmp_path))
+    assert snapshot.exists()  # nothing is removed from a directory that cannot be opened
 
 
 # ---- FileQuorumStateStore --------------------------------------------------------------------------
@@ -326,7 +573,8 @@ def run_until(nodes: dict[int, RaftCore], start_ms: int, done, limit_ms: int = 1
             if not queue:
                 break
             send = queue.pop(0)
-            queue += nodes[send.dst].handle(send.message, now_ms)
+            if send.dst in nodes:  # a node left out is down
+                queue += nodes[send.dst].handle(send.message, now_ms)
         if done():
             return now_ms
     raise AssertionError(f"not done after {limit_ms} ms")
@@ -367,3 +615,32 @@ def test_three_voters_on_files_commit_and_keep_committed_entries_across_a_restar
         entries = node.log.read(0, node.log.end_offset)
         assert entries[:len(committed)] == committed and entries[-1].data == [{"type": "TopicRecord", "name": "after-restart"}]
         node.log.close()
+
+
+def test_a_voter_back_from_downtime_catches_up_from_the_leaders_snapshot_on_files(tmp_path):
+    nodes = start_nodes(tmp_path, 0)
+    now = run_until(nodes, 0, lambda: leader_of(nodes) is not None)
+    leader = leader_of(nodes)
+    down = min(i for i in nodes if i != leader.node_id)
+    nodes.pop(down).log.close()
+    for n in range(5):
+        leader.propose([{"type": "TopicRecord", "name": f"topic-{n}"}], now)
+    end = leader.log.end_offset
+    now = run_until(nodes, now, lambda: all(node.high_watermark == end for node in nodes.values()))
+    state = [entry.data for entry in leader.log.read(0, end) if entry.data is not None]  # the "state machine"
+    snapshot = leader.snapshot(end, state)
+    assert snapshot == Snapshot(end, leader.epoch, state) and leader.log.start_offset == end
+
+    directory = str(tmp_path / f"node{down}")
+    back = nodes[down] = RaftCore(down, VOTERS, FileRaftLog(directory), FileQuorumStateStore(directory),
+                                  rng_seed=down, now_ms=now)
+    now = run_until(nodes, now, lambda: back.log.start_offset == end)
+    assert back.take_installed_snapshot() == snapshot and back.high_watermark >= end
+    leader.propose([{"type": "TopicRecord", "name": "after-snapshot"}], now)
+    run_until(nodes, now, lambda: back.high_watermark == end + 1)
+    for node in nodes.values():
+        node.log.close()
+    reopened = FileRaftLog(directory)
+    assert reopened.latest_snapshot() == snapshot and reopened.start_offset == end
+    assert reopened.read(end, 5) == (Entry(leader.epoch, [{"type": "TopicRecord", "name": "after-snapshot"}]),)
+    reopened.close()

@@ -1,4 +1,4 @@
-"""Seeded simulation of the Raft core under loss, delay, reordering, partitions and crashes.
+"""Seeded simulation of the Raft core under loss, delay, reordering, partitions, crashes and snapshots.
 
 Each test runs a chunk of seeds; a failure names its seed. Replay one with
 `.venv/bin/python -m pytest tests/raft/test_simulation.py --seed N` (runs seed N with 3 and 5 voters).
@@ -44,6 +44,14 @@ def test_simulation_commits_proposals_and_elects_again_after_faults():
     simulations = [run_seed(seed, 3) for seed in range(20)]
     assert sum(len(s.acknowledged) for s in simulations) > 500
     assert max(len(s.leaders_by_epoch) for s in simulations) > 2
+
+
+def test_simulation_snapshots_and_lagging_followers_install_snapshots():
+    """Guard against vacuous snapshots: nodes take them, and followers that fell behind fetch them."""
+    simulations = [run_seed(seed, 3) for seed in range(20)]
+    assert sum(s.snapshots_taken for s in simulations) > 100
+    assert sum(s.snapshots_installed for s in simulations) >= 5
+    assert sum(1 for s in simulations if s.snapshots_installed) >= 3
 
 
 def test_same_seed_replays_identically():

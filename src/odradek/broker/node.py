@@ -62,6 +62,7 @@ from odradek.broker.handlers.quorum import (
     handle_begin_quorum_epoch,
     handle_describe_quorum,
     handle_end_quorum_epoch,
+    handle_fetch_snapshot,
     handle_metadata_fetch,
     handle_vote,
 )
@@ -153,6 +154,7 @@ CONTROLLER_ROUTES = (
     (54, 0, 0, handle_end_quorum_epoch),
     (55, 0, 1, handle_describe_quorum),
     (56, 2, 3, handle_alter_partition),
+    (59, 0, 0, handle_fetch_snapshot),
     (62, 0, 4, handle_broker_registration),
     (63, 0, 1, handle_broker_heartbeat),
     (67, 0, 0, handle_allocate_producer_ids),
@@ -240,7 +242,8 @@ class Node:
                        election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
                        fetch_interval_ms=100, begin_retry_ms=200, max_fetch_entries=256),
             fetch_max_wait_ms=min(500, config["controller.quorum.fetch.timeout.ms"] // 4),
-            on_commit=self._on_commit)
+            on_commit=self._on_commit, on_snapshot=self._on_snapshot, snapshot_state=self.image.snapshot_records,
+            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
         self.controller = Controller(config, self.image, self.quorum)
         self.controller_channel = ControllerChannel(self)
         self.lifecycle = BrokerLifecycle(self)
@@ -437,6 +440,16 @@ class Node:
             self.image.apply(record, offset)
         if self._started:
             self._on_records(records)
+
+    def _on_snapshot(self, end_offset: int, records: list[dict]) -> None:
+        """The leader's snapshot replaced our log (we were too far behind): the image becomes it, and the
+        broker side takes the partitions and roles it describes."""
+        self.image.load_snapshot(records)
+        if self._started:
+            self._reconcile_logs()
+            if self.groups is not None and OFFSETS_TOPIC in self.image.topics:
+                for index in self.image.topics[OFFSETS_TOPIC].partitions:
+                    self.groups.on_leadership(index)
 
     def _on_records(self, records: list[dict]) -> None:
         image = self.image

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from odradek.uuid_text import uuid_from_text
+from odradek.uuid_text import uuid_from_text, uuid_to_text
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -61,10 +61,11 @@ class MetadataImage:
 
     def apply(self, record: dict, offset: int = 0) -> None:
         kind = record["type"]
-        if kind == "RegisterBrokerRecord":
+        if kind == "RegisterBrokerRecord":  # a snapshot's copy carries the epoch and fencing it had
             self.brokers[record["broker_id"]] = BrokerImage(
-                record["broker_id"], offset, record["incarnation_id"],
-                {name: (host, port) for name, host, port in record["endpoints"]}, record.get("rack"))
+                record["broker_id"], record.get("epoch", offset), record["incarnation_id"],
+                {name: (host, port) for name, host, port in record["endpoints"]}, record.get("rack"),
+                record.get("fenced", True))
         elif kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
             broker = self.brokers.get(record["broker_id"])
             if broker is not None and broker.epoch == record["epoch"]:
@@ -77,7 +78,8 @@ class MetadataImage:
             topic = self.topics_by_id[uuid_from_text(record["topic_id"])]
             topic.partitions[record["partition"]] = PartitionImage(
                 record["partition"], list(record["replicas"]), list(record["isr"]), record["leader"],
-                record.get("leader_epoch", 0), record.get("partition_epoch", 0))
+                record.get("leader_epoch", 0), record.get("partition_epoch", 0),
+                list(record.get("adding_replicas", ())), list(record.get("removing_replicas", ())))
         elif kind == "PartitionChangeRecord":
             partition = self.topics_by_id[uuid_from_text(record["topic_id"])].partitions[record["partition"]]
             for key in ("replicas", "isr", "leader", "leader_epoch", "adding_replicas", "removing_replicas"):
@@ -100,6 +102,35 @@ class MetadataImage:
             self.cluster_id = record["cluster_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+    def load_snapshot(self, records: list[dict]) -> None:
+        """Become the image a snapshot's records describe, forgetting everything before."""
+        self.__init__()
+        for record in records:
+            self.apply(record)
+
+    def snapshot_records(self) -> list[dict]:
+        """Records that rebuild this image from nothing: the state of a metadata snapshot."""
+        records: list[dict] = []
+        if self.cluster_id is not None:
+            records.append({"type": "ClusterRecord", "cluster_id": self.cluster_id})
+        records.append({"type": "ProducerIdsRecord", "next_producer_id": self.next_producer_id})
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            records.append({"type": "RegisterBrokerRecord", "broker_id": b.broker_id, "epoch": b.epoch,
+                            "incarnation_id": b.incarnation_id, "fenced": b.fenced, "rack": b.rack,
+                            "endpoints": [[name, host, port] for name, (host, port) in b.endpoints.items()]})
+        records += [{"type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "", "name": name,
+                     "value": value} for name, value in sorted(self.broker_configs.items())]
+        for topic in self.topics.values():
+            topic_id = uuid_to_text(topic.topic_id)
+            records.append({"type": "TopicRecord", "name": topic.name, "topic_id": topic_id})
+            records += [{"type": "ConfigRecord", "resource_type": TOPIC_RESOURCE, "resource_name": topic.name,
+                         "name": name, "value": value} for name, value in sorted(topic.configs.items())]
+            records += [{"type": "PartitionRecord", "topic_id": topic_id, "partition": p.partition,
+                         "replicas": p.replicas, "isr": p.isr, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                         "partition_epoch": p.partition_epoch, "adding_replicas": p.adding_replicas,
+                         "removing_replicas": p.removing_replicas} for _, p in sorted(topic.partitions.items())]
+        return records
 
     def _config_target(self, record: dict) -> dict[str, str] | None:
         if record["resource_type"] == TOPIC_RESOURCE:

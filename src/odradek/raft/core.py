@@ -15,9 +15,24 @@ Protocol in brief (KIP-595):
 - A leader that has not heard from a majority within the check-quorum timeout, or is asked to
   `resign`, sends EndQuorumEpoch; its successors start their elections at once, in preference order.
 
+Snapshots (KIP-630, simplified: whole snapshots, no chunking):
+- The shell, never the core on its own, calls `snapshot(end_offset, state)` with its state machine's state
+  after every entry below a committed `end_offset`; the log saves it durably and drops the prefix below it.
+- A leader that cannot serve or validate a Fetch from its log (the fetch offset is below its log start, or
+  the last fetched epoch is older than the epoch before its log start) answers with the id of its latest
+  snapshot; the follower sends FetchSnapshot, and the leader answers with its latest snapshot, whole.
+- The follower installs it only if it is past its high watermark and its log does not already hold the
+  snapshot's last entry (end offset beyond its log end, or another epoch at end offset - 1). So installing
+  never discards an entry the follower acknowledged to this leader (an acknowledged fetch offset at or past
+  the snapshot's end means the same entry at end offset - 1, by log matching), nor a committed one, and the
+  high watermark never goes back: it becomes the snapshot's end offset. Installing empties the log, which
+  then starts at the snapshot's end offset. `take_installed_snapshot()` hands the installed snapshot to the
+  shell once, to reset its state machine; a core constructed over a log holding a snapshot starts with that
+  snapshot pending and its high watermark at its end offset.
+
 The core does no I/O and reads no clock: `handle(message, now_ms)` and `tick(now_ms)` return the
 messages to send; it calls the injected `RaftLog` and `QuorumStateStore` directly (these fsync).
-Not implemented: snapshots (FetchSnapshot), pre-vote, observers, voter set changes.
+Not implemented: pre-vote, observers, voter set changes, snapshot chunking.
 """
 
 import random
@@ -33,8 +48,11 @@ from odradek.raft.messages import (
     FetchError,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     Send,
+    Snapshot,
     VoteRequest,
     VoteResponse,
 )
@@ -74,7 +92,9 @@ class RaftCore:
         self.epoch = state.epoch
         self.voted_for = state.voted_for
         self.leader_id = NO_LEADER
-        self.high_watermark = 0
+        snapshot = log.latest_snapshot()
+        self.high_watermark = snapshot.end_offset if snapshot is not None else 0  # a snapshot holds committed entries
+        self._installed = snapshot  # for take_installed_snapshot
         self.role = Role.UNATTACHED
         self._deadline_ms = now_ms + self._randomized(self.config.fetch_timeout_ms)
         # leader state
@@ -115,6 +135,25 @@ class RaftCore:
         self.log.append([Entry(self.epoch, data)])
         return offset
 
+    def snapshot(self, end_offset: int, state: object) -> Snapshot:
+        """Save `state`, the state machine's state after every entry below `end_offset`, as the latest snapshot
+        and drop the log prefix below it; returns it as saved. On any role. Raises ValueError unless
+        latest snapshot's end offset (0 if none) < `end_offset` <= high watermark."""
+        latest = self.log.latest_snapshot()
+        if not (latest.end_offset if latest is not None else 0) < end_offset <= self.high_watermark:
+            raise ValueError(f"node {self.node_id}: cannot snapshot at {end_offset}: the latest snapshot ends at "
+                             f"{latest.end_offset if latest else 0}, the high watermark is {self.high_watermark}")
+        self.log.save_snapshot(Snapshot(end_offset, self.log.epoch_at(end_offset - 1), state))
+        self.log.truncate_prefix_to(end_offset)
+        return self.log.latest_snapshot()
+
+    def take_installed_snapshot(self) -> Snapshot | None:
+        """The snapshot installed from the leader since the last call (or found in the log at construction),
+        once; then None. The shell polls it after `handle` and, given one, resets its state machine to
+        `state` with everything below `end_offset` applied."""
+        installed, self._installed = self._installed, None
+        return installed
+
     def resign(self, now_ms: int) -> list[Send]:
         if self.role is not Role.LEADER:
             return []
@@ -149,7 +188,8 @@ class RaftCore:
     def handle(self, message: Message, now_ms: int) -> list[Send]:
         if message.epoch > self.epoch:
             leader = message.src if isinstance(message, BeginQuorumEpoch) else NO_LEADER
-            if isinstance(message, FetchResponse | VoteResponse) and message.leader_id != NO_LEADER:
+            if isinstance(message, FetchResponse | FetchSnapshotResponse | VoteResponse) \
+                    and message.leader_id != NO_LEADER:
                 leader = message.leader_id
             self._enter_epoch(message.epoch, leader, now_ms)
         match message:
@@ -168,6 +208,10 @@ class RaftCore:
                 return self._on_fetch_request(message, now_ms)
             case FetchResponse():
                 return self._on_fetch_response(message, now_ms)
+            case FetchSnapshotRequest():
+                return self._on_fetch_snapshot_request(message, now_ms)
+            case FetchSnapshotResponse():
+                return self._on_fetch_snapshot_response(message, now_ms)
         raise TypeError(f"unknown message {message!r}")
 
     # ---- transitions --------------------------------------------------------------------------------
@@ -285,18 +329,43 @@ class RaftCore:
             return reply(error=FetchError.FENCED_LEADER_EPOCH)
         if self.role is not Role.LEADER or request.src not in self.voters:
             return reply(error=FetchError.NOT_LEADER)
+        self._last_fetch_ms[request.src] = now_ms
         fetch_offset = request.fetch_offset
+        if fetch_offset < self.log.start_offset:
+            return self._snapshot_id_reply(reply)
         if fetch_offset > 0:
             epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+            if epoch < 0:  # the last fetched epoch ended inside the snapshotted prefix: cannot be validated
+                return self._snapshot_id_reply(reply)
             if epoch != request.last_fetched_epoch or end_offset < fetch_offset:
                 return reply(diverging_epoch=epoch, diverging_end_offset=end_offset,
                              high_watermark=self.high_watermark)
-        self._last_fetch_ms[request.src] = now_ms
         if fetch_offset > self._fetch_offsets.get(request.src, 0):
             self._fetch_offsets[request.src] = fetch_offset
             self._advance_high_watermark()
         entries = self.log.read(fetch_offset, self.config.max_fetch_entries)
         return reply(entries=entries, high_watermark=self.high_watermark)
+
+    def _snapshot_id_reply(self, reply) -> list[Send]:
+        snapshot = self.log.latest_snapshot()  # the log start is above 0: a snapshot covers the prefix
+        return reply(snapshot_end_offset=snapshot.end_offset, snapshot_epoch=snapshot.epoch,
+                     high_watermark=self.high_watermark)
+
+    def _on_fetch_snapshot_request(self, request: FetchSnapshotRequest, now_ms: int) -> list[Send]:
+        def reply(**fields) -> list[Send]:
+            leader = self.node_id if self.role is Role.LEADER else self.leader_id
+            return [Send(request.src, FetchSnapshotResponse(self.node_id, self.epoch, leader, **fields))]
+
+        if request.epoch < self.epoch:
+            return reply(error=FetchError.FENCED_LEADER_EPOCH)
+        if self.role is not Role.LEADER or request.src not in self.voters:
+            return reply(error=FetchError.NOT_LEADER)
+        self._last_fetch_ms[request.src] = now_ms
+        snapshot = self.log.latest_snapshot()
+        if snapshot is None:
+            return reply(error=FetchError.SNAPSHOT_NOT_FOUND)
+        # Always the latest, even if newer than the one asked for: the follower decides whether it needs it.
+        return reply(snapshot_end_offset=snapshot.end_offset, snapshot_epoch=snapshot.epoch, state=snapshot.state)
 
     def _advance_high_watermark(self) -> None:
         offsets = sorted([self.log.flushed_end_offset, *self._fetch_offsets.values()], reverse=True)
@@ -313,23 +382,32 @@ class RaftCore:
         end = self.log.end_offset
         return Send(self.leader_id, FetchRequest(self.node_id, self.epoch, end, self.log.epoch_at(end - 1)))
 
-    def _on_fetch_response(self, response: FetchResponse, now_ms: int) -> list[Send]:
+    def _from_leader(self, response: FetchResponse | FetchSnapshotResponse, now_ms: int) -> bool:
+        """Whether `response` is a successful answer from our leader in our epoch (following its sender if we
+        know no leader in this epoch)."""
         if response.epoch != self.epoch:
-            return []
+            return False
         if response.error != FetchError.NONE:
             if response.leader_id not in (NO_LEADER, self.node_id) and self.leader_id == NO_LEADER \
                     and self.role is Role.UNATTACHED:
                 self._become_follower(response.leader_id, now_ms)
-            return []
+            return False
         if self.role is Role.UNATTACHED and self.leader_id == NO_LEADER:
             self._become_follower(response.src, now_ms)
-        if self.role is not Role.FOLLOWER or response.src != self.leader_id:
+        return self.role is Role.FOLLOWER and response.src == self.leader_id
+
+    def _on_fetch_response(self, response: FetchResponse, now_ms: int) -> list[Send]:
+        if not self._from_leader(response, now_ms):
             return []
         end = self.log.end_offset
         if (response.fetch_offset, response.last_fetched_epoch) != (end, self.log.epoch_at(end - 1)):
             return []  # answer to an older request: our log has moved since (log matching: same
             # offset and epoch of the last record means the same prefix, so a match is safe to apply)
         self._deadline_ms = now_ms + self.config.fetch_timeout_ms
+        if response.snapshot_end_offset >= 0:
+            self._fetch_sent_ms = now_ms  # the fetch timer also retries a lost FetchSnapshot
+            return [Send(self.leader_id, FetchSnapshotRequest(self.node_id, self.epoch, response.snapshot_end_offset,
+                                                              response.snapshot_epoch))]
         if response.diverging_epoch >= 0:
             _, own_end = self.log.end_offset_for_epoch(response.diverging_epoch)
             truncate_to = min(response.diverging_end_offset, own_end)
@@ -343,4 +421,18 @@ class RaftCore:
             self.log.flush()  # fsync before the next Fetch acknowledges these records
         matched = self.log.end_offset  # the prefix up to here is now known to equal the leader's
         self.high_watermark = max(self.high_watermark, min(response.high_watermark, matched))
+        return [self._fetch(now_ms)]
+
+    def _on_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> list[Send]:
+        if not self._from_leader(response, now_ms):
+            return []
+        self._deadline_ms = now_ms + self.config.fetch_timeout_ms
+        snapshot = Snapshot(response.snapshot_end_offset, response.snapshot_epoch, response.state)
+        log = self.log
+        end = snapshot.end_offset
+        # Install only what we lack (see the module docstring): never over entries we may have acknowledged.
+        if end > self.high_watermark and (end > log.end_offset or log.epoch_at(end - 1) != snapshot.epoch):
+            log.save_snapshot(snapshot)  # durable; empties the log, which then starts at `end`
+            self.high_watermark = end
+            self._installed = log.latest_snapshot()
         return [self._fetch(now_ms)]

@@ -7,13 +7,17 @@ response. A Fetch that would come back empty is parked until the log or the high
 the fetch's max wait passes), so idle followers do not spin.
 
 Every committed entry is applied once, in order, by `on_commit(offset, data)`; `propose` resolves when
-its entry is applied, or fails if another leader's entry took its offset.
+its entry is applied, or fails if another leader's entry took its offset. Every `snapshot_bytes` of applied
+entries the state machine's `snapshot_state()` becomes a snapshot and the log prefix below it goes; a
+follower too far behind gets the leader's snapshot instead (FetchSnapshot) and `on_snapshot(end_offset,
+state)` replaces the state machine's state, as it does at start from the latest snapshot on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import time
@@ -30,6 +34,8 @@ from odradek.raft.messages import (
     FetchError,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     Send,
     VoteRequest,
@@ -47,11 +53,17 @@ def monotonic_ms() -> int:
 
 class QuorumDriver:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], directory: str, cluster_id: str,
-                 config: RaftConfig, fetch_max_wait_ms: int, on_commit: Callable[[int, object], None]):
+                 config: RaftConfig, fetch_max_wait_ms: int, on_commit: Callable[[int, object], None],
+                 on_snapshot: Callable[[int, object], None], snapshot_state: Callable[[], object],
+                 snapshot_bytes: int):
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.on_commit = on_commit
+        self.on_snapshot = on_snapshot
+        self.snapshot_state = snapshot_state
+        self.snapshot_bytes = snapshot_bytes
+        self._bytes_since_snapshot = 0
         # A connection answers in order, so a long-polling Fetch would hold up votes behind it: two pools.
         self.clients = NodeClients(f"odradek-raft-{node_id}")
         self.fetch_clients = NodeClients(f"odradek-raft-fetch-{node_id}")
@@ -77,6 +89,7 @@ class QuorumDriver:
     # lifecycle
 
     def start(self) -> None:
+        self._install_snapshot()  # the latest one on disk, if any
         self._ticker = asyncio.create_task(self._tick_forever())
 
     async def stop(self) -> None:
@@ -154,6 +167,7 @@ class QuorumDriver:
             task = asyncio.create_task(self._rpc(send))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        self._install_snapshot()
         self._apply_committed()
         self._wake_fetches()
         if (self.core.leader_id, self.core.epoch) != self._leader:
@@ -192,6 +206,11 @@ class QuorumDriver:
             case EndQuorumEpoch():
                 await self.clients.request(dst, wire.END_QUORUM_EPOCH, wire.END_VERSION,
                                            wire.encode_end_request(self.cluster_id, message), election_s)
+            case FetchSnapshotRequest():
+                response = await self.clients.request(
+                    dst, wire.FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION,
+                    wire.encode_fetch_snapshot_request(self.cluster_id, message), election_s * 4)
+                return wire.decode_fetch_snapshot_response(dst, response)
             case FetchRequest():
                 response = await self.fetch_clients.request(
                     dst, wire.FETCH, wire.FETCH_VERSION,
@@ -200,6 +219,14 @@ class QuorumDriver:
                 return wire.decode_fetch_response(dst, message, response)
         return None
 
+    def _install_snapshot(self) -> None:
+        snapshot = self.core.take_installed_snapshot()
+        if snapshot is not None and snapshot.end_offset > self.applied:
+            log.info("Metadata snapshot up to offset %d installed", snapshot.end_offset)
+            self.on_snapshot(snapshot.end_offset, snapshot.state)
+            self.applied = snapshot.end_offset
+            self._bytes_since_snapshot = 0
+
     def _apply_committed(self) -> None:
         high_watermark = self.core.high_watermark
         while self.applied < high_watermark:
@@ -207,10 +234,19 @@ class QuorumDriver:
                 offset = self.applied
                 if entry.data is not None:
                     self.on_commit(offset, entry.data)
+                    self._bytes_since_snapshot += len(json.dumps(entry.data, separators=(",", ":")))
                 self.applied = offset + 1
                 pending = self._pending.pop(offset, None)
                 if pending is not None and not pending[1].done():
                     pending[1].set_result(entry.epoch == pending[0])
+        if self._bytes_since_snapshot >= self.snapshot_bytes and self.applied > 0:
+            self._bytes_since_snapshot = 0
+            try:
+                self.core.snapshot(self.applied, self.snapshot_state())
+            except ValueError as exc:  # not past the latest snapshot: nothing to gain
+                log.debug("No metadata snapshot at %d: %s", self.applied, exc)
+            else:
+                log.info("Metadata snapshot up to offset %d taken", self.applied)
 
     def _wake_fetches(self) -> None:
         seen = (self.log.end_offset, self.core.high_watermark)
@@ -275,7 +311,7 @@ class QuorumDriver:
             learnt = min(reply.high_watermark, message.fetch_offset)
             remaining = deadline - monotonic_ms()
             if reply.entries or reply.error != FetchError.NONE or reply.diverging_epoch >= 0 or remaining <= 0 \
-                    or learnt != self._hw_sent.get(message.src):
+                    or reply.snapshot_end_offset >= 0 or learnt != self._hw_sent.get(message.src):
                 break
             waiter = asyncio.get_running_loop().create_future()
             self._fetch_waiters.add(waiter)
@@ -284,3 +320,12 @@ class QuorumDriver:
             self._fetch_waiters.discard(waiter)
         self._hw_sent[message.src] = learnt
         return wire.encode_fetch_response(reply)
+
+    def handle_fetch_snapshot(self, request: dict) -> dict:
+        try:
+            self._check_cluster(request)
+        except KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "topics": []}
+        message = wire.decode_fetch_snapshot_request(request)
+        reply = self._reply_to(message, self.core.handle(message, monotonic_ms()), FetchSnapshotResponse)
+        return wire.encode_fetch_snapshot_response(reply)

@@ -1,7 +1,7 @@
-"""Raft RPCs of the KRaft metadata quorum (KIP-595), as plain immutable values.
+"""Raft RPCs of the KRaft metadata quorum (KIP-595, KIP-630 snapshots), as plain immutable values.
 
 Every message carries its sender (`src`) and the sender's leader epoch; the shell around the core
-maps them onto the Kafka wire APIs Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch.
+maps them onto the Kafka wire APIs Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot.
 """
 
 from dataclasses import dataclass
@@ -16,6 +16,17 @@ class Entry:
 
     epoch: int
     data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The state machine's `state` after applying every entry below `end_offset` (KIP-630's snapshot id is
+    (end_offset, epoch)); `epoch` is the epoch of the entry at `end_offset - 1`. `state` is opaque to Raft and
+    JSON-serialisable."""
+
+    end_offset: int
+    epoch: int
+    state: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +76,14 @@ class FetchError:
     NONE = "NONE"
     FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the fetcher's epoch is older than the receiver's
     NOT_LEADER = "NOT_LEADER_OR_FOLLOWER"  # the receiver is not the leader of that epoch
+    SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"  # FetchSnapshot to a leader that holds no snapshot
 
 
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
-    """Records from `fetch_offset`, or a diverging epoch telling the follower where to truncate."""
+    """Records from `fetch_offset`; or a diverging epoch telling the follower where to truncate; or, when the
+    leader no longer holds the log at `fetch_offset` (it is only in a snapshot), the id of its latest snapshot
+    (`snapshot_end_offset` >= 0) telling the follower to send FetchSnapshot."""
 
     src: int
     epoch: int
@@ -81,9 +95,36 @@ class FetchResponse:
     high_watermark: int = 0
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
 
 
-Message = VoteRequest | VoteResponse | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchResponse
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """A follower asks the leader for the snapshot a FetchResponse named; `position` is always 0 (no chunking)."""
+
+    src: int
+    epoch: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    position: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """The leader's latest snapshot, whole (it may be newer than the one requested), or an error."""
+
+    src: int
+    epoch: int
+    leader_id: int
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
+    state: Any = None
+    error: str = FetchError.NONE
+
+
+Message = (VoteRequest | VoteResponse | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchResponse
+           | FetchSnapshotRequest | FetchSnapshotResponse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 
 Each log entry travels as one record batch whose base offset is the entry's offset and whose partition
 leader epoch is the entry's epoch; a data entry holds one record (its value the entry's JSON), the
-leader-change entry is a control batch.
+leader-change entry is a control batch. A snapshot travels whole in FetchSnapshot, its state as JSON.
 """
 
 from __future__ import annotations
@@ -20,16 +20,19 @@ from odradek.raft.messages import (
     FetchError,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
 )
 
 METADATA_TOPIC = "__cluster_metadata"
-VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
-VOTE_VERSION, BEGIN_VERSION, END_VERSION, FETCH_VERSION = 0, 0, 0, 12
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT = 52, 53, 54, 1, 59
+VOTE_VERSION, BEGIN_VERSION, END_VERSION, FETCH_VERSION, FETCH_SNAPSHOT_VERSION = 0, 0, 0, 12, 0
 
 _FETCH_ERRORS = {FetchError.NONE: ErrorCode.NONE, FetchError.FENCED_LEADER_EPOCH: ErrorCode.FENCED_LEADER_EPOCH,
-                 FetchError.NOT_LEADER: ErrorCode.NOT_LEADER_OR_FOLLOWER}
+                 FetchError.NOT_LEADER: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                 FetchError.SNAPSHOT_NOT_FOUND: ErrorCode.SNAPSHOT_NOT_FOUND}
 _FETCH_ERROR_NAMES = {code: name for name, code in _FETCH_ERRORS.items()}
 
 
@@ -155,6 +158,7 @@ def encode_fetch_response(message: FetchResponse) -> dict:
             "log_start_offset": 0,
             "diverging_epoch": {"epoch": message.diverging_epoch, "end_offset": message.diverging_end_offset},
             "current_leader": {"leader_id": message.leader_id, "leader_epoch": message.epoch},
+            "snapshot_id": {"end_offset": message.snapshot_end_offset, "epoch": message.snapshot_epoch},
             "aborted_transactions": None, "preferred_read_replica": -1,
             "records": encode_entries(message.fetch_offset, message.entries)}]}]}
 
@@ -172,4 +176,45 @@ def decode_fetch_response(src: int, request: FetchRequest, response: dict) -> Fe
         src, leader["leader_epoch"], leader["leader_id"] if leader["leader_id"] >= 0 else NO_LEADER,
         request.fetch_offset, request.last_fetched_epoch, error=error,
         entries=decode_entries(request.fetch_offset, p["records"]), high_watermark=p["high_watermark"],
-        diverging_epoch=diverging["epoch"], diverging_end_offset=diverging["end_offset"])
+        diverging_epoch=diverging["epoch"], diverging_end_offset=diverging["end_offset"],
+        snapshot_end_offset=p["snapshot_id"]["end_offset"], snapshot_epoch=p["snapshot_id"]["epoch"])
+
+
+# FetchSnapshot
+
+def encode_fetch_snapshot_request(cluster_id: str, message: FetchSnapshotRequest) -> dict:
+    return {"cluster_id": cluster_id, "replica_id": message.src, "max_bytes": 0x7FFFFFFF, "topics": [{
+        "name": METADATA_TOPIC, "partitions": [{
+            "partition": 0, "current_leader_epoch": message.epoch, "position": message.position,
+            "snapshot_id": {"end_offset": message.snapshot_end_offset, "epoch": message.snapshot_epoch}}]}]}
+
+
+def decode_fetch_snapshot_request(request: dict) -> FetchSnapshotRequest:
+    topics = request["topics"]
+    if len(topics) != 1 or topics[0]["name"] != METADATA_TOPIC or len(topics[0]["partitions"]) != 1:
+        raise ValueError(f"expected one partition of {METADATA_TOPIC}")
+    p = topics[0]["partitions"][0]
+    return FetchSnapshotRequest(request["replica_id"], p["current_leader_epoch"], p["snapshot_id"]["end_offset"],
+                                p["snapshot_id"]["epoch"], p["position"])
+
+
+def encode_fetch_snapshot_response(message: FetchSnapshotResponse) -> dict:
+    state = b"" if message.error != FetchError.NONE else json.dumps(message.state, separators=(",", ":")).encode()
+    return {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": METADATA_TOPIC, "partitions": [{
+        "index": 0, "error_code": _FETCH_ERRORS[message.error],
+        "snapshot_id": {"end_offset": message.snapshot_end_offset, "epoch": message.snapshot_epoch},
+        "current_leader": {"leader_id": message.leader_id, "leader_epoch": message.epoch},
+        "size": len(state), "position": 0, "unaligned_records": state}]}]}
+
+
+def decode_fetch_snapshot_response(src: int, response: dict) -> FetchSnapshotResponse | None:
+    if response["error_code"] or not response["topics"]:
+        return None
+    p = response["topics"][0]["partitions"][0]
+    error = _FETCH_ERROR_NAMES.get(p["error_code"])
+    if error is None or p["size"] != len(p["unaligned_records"] or b"") or p["position"] != 0:
+        return None  # an unknown error, or a chunk: we only ever ask for the whole snapshot
+    leader = p["current_leader"]
+    state = json.loads(bytes(p["unaligned_records"])) if error == FetchError.NONE else None
+    return FetchSnapshotResponse(src, leader["leader_epoch"], leader["leader_id"], p["snapshot_id"]["end_offset"],
+                                 p["snapshot_id"]["epoch"], state, error)

@@ -1,5 +1,5 @@
 """The metadata quorum's RPCs on the controller listener: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of
-`__cluster_metadata`, and DescribeQuorum (what `kafka-metadata-quorum describe` shows)."""
+`__cluster_metadata`, FetchSnapshot, and DescribeQuorum (what `kafka-metadata-quorum describe` shows)."""
 
 from odradek.broker.controller_channel import from_controller_side
 from odradek.protocol.errors import ErrorCode
@@ -16,6 +16,10 @@ def handle_begin_quorum_epoch(broker, ctx, request: dict) -> dict:
 
 def handle_end_quorum_epoch(broker, ctx, request: dict) -> dict:
     return broker.quorum.handle_end_quorum_epoch(request)
+
+
+def handle_fetch_snapshot(broker, ctx, request: dict) -> dict:
+    return broker.quorum.handle_fetch_snapshot(request)
 
 
 def handle_metadata_fetch(broker, ctx, request: dict):

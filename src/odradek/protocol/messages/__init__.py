@@ -29,6 +29,7 @@ from odradek.protocol.messages.elect_leaders import ELECT_LEADERS
 from odradek.protocol.messages.end_quorum_epoch import END_QUORUM_EPOCH
 from odradek.protocol.messages.end_txn import END_TXN
 from odradek.protocol.messages.fetch import FETCH
+from odradek.protocol.messages.fetch_snapshot import FETCH_SNAPSHOT
 from odradek.protocol.messages.find_coordinator import FIND_COORDINATOR
 from odradek.protocol.messages.heartbeat import HEARTBEAT
 from odradek.protocol.messages.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
@@ -93,6 +94,7 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     END_QUORUM_EPOCH,
     DESCRIBE_QUORUM,
     ALTER_PARTITION,
+    FETCH_SNAPSHOT,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
     BROKER_REGISTRATION,
