@@ -57,3 +57,34 @@ def test_topic_names_follow_kafka_rules(name, ok):
 def test_configuration_reference_is_current():
     path = Path(__file__).parent.parent / "docs" / "configuration.md"
     assert path.read_text() == render(), "regenerate: python -m odradek.config_reference > docs/configuration.md"
+
+
+QUORUM = {"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"}
+
+
+def test_kraft_settings_describe_the_node_roles():
+    combined = BrokerConfig({**QUORUM, "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093"})
+    assert combined.process_roles == {"broker", "controller"} and combined.quorum_voters[2] == ("127.0.0.1", 9095)
+    assert [lst.name for lst in combined.listeners] == ["PLAINTEXT"]
+    assert [lst.name for lst in combined.controller_listeners] == ["CONTROLLER"]
+    broker = BrokerConfig({**QUORUM, "node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://:9092"})
+    assert broker.process_roles == {"broker"} and broker.inter_broker_listener == "PLAINTEXT"
+    controller = BrokerConfig({**QUORUM, "node.id": "2", "process.roles": "controller",
+                               "listeners": "CONTROLLER://:9095"})
+    assert controller.listeners == [] and controller.controller_listeners[0].port == 9095
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"process.roles": "broker,zookeeper"}, "process.roles"),
+    ({"process.roles": "broker"}, "a node with only one role needs"),
+    ({**QUORUM, "node.id": "4", "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093"}, "must be a voter exactly"),
+    ({**QUORUM, "node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://:9092"}, "must be a voter"),
+    ({**QUORUM, "listeners": "PLAINTEXT://:9092"}, "a controller listener"),
+    ({**QUORUM, "node.id": "2", "process.roles": "controller", "listeners": "CONTROLLER://:9095",
+      "controller.quorum.voters": "2@h:1,x@h:2"}, "cannot parse 'x@h:2'"),
+    ({"controller.quorum.bootstrap.servers": "h:9093"}, "dynamic quorums are not supported"),
+    ({"inter.broker.listener.name": "INTERNAL"}, "no listener is named INTERNAL"),
+])
+def test_kraft_settings_that_cannot_work_are_refused(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(settings)

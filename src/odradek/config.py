@@ -27,7 +27,7 @@ class ConfigDef:
 # Kafka's broker settings that Odradek honours. Topic settings below default to their broker synonym.
 BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("node.id", "int", 1, "This node's id, unique in the cluster."),
-    ConfigDef("process.roles", "list", "broker,controller", "Roles of this node; a single node is both broker and controller."),
+    ConfigDef("process.roles", "list", "broker,controller", "broker, controller, or both (a lone node is both; a controller is a voter of the metadata quorum, a broker only follows it)."),
     ConfigDef("controller.quorum.voters", "list", None, "The controller quorum as id@host:port entries (the voters' CONTROLLER listeners); unset: this node alone is the quorum."),
     ConfigDef("controller.quorum.bootstrap.servers", "list", None, "Dynamic quorums (KIP-853); not supported yet: set controller.quorum.voters."),
     ConfigDef("controller.listener.names", "list", "CONTROLLER", "Listeners that serve the controller quorum, not clients."),
@@ -208,20 +208,22 @@ class BrokerConfig:
     def _validate(self) -> None:
         if self["node.id"] < 0:
             raise ConfigError("node.id must be >= 0")
-        roles = {role.strip() for role in self["process.roles"].split(",")}
-        if roles != {"broker", "controller"}:
-            raise ConfigError("process.roles: only the combined 'broker,controller' node is supported so far")
-        if not self.listeners:
-            raise ConfigError("listeners: at least one listener is required")
+        roles = self.process_roles
+        if not roles or not roles <= {"broker", "controller"}:
+            raise ConfigError(f"process.roles: expected broker, controller or both, got {self['process.roles']!r}")
+        if "broker" in roles and not self.listeners:
+            raise ConfigError("listeners: a broker needs at least one client listener")
         if self["controller.quorum.bootstrap.servers"]:
             raise ConfigError("controller.quorum.bootstrap.servers: dynamic quorums are not supported yet; list the "
                               "voters in controller.quorum.voters")
         voters = self.quorum_voters
+        if roles != {"broker", "controller"} and not voters:
+            raise ConfigError("controller.quorum.voters: a node with only one role needs the controllers' addresses")
         if voters:
-            if self.node_id not in voters:
-                raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} is not a voter; every node is a "
-                                  "controller so far")
-            if not self.controller_listeners:
+            if ("controller" in roles) != (self.node_id in voters):
+                raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} must be a voter exactly when "
+                                  "process.roles includes controller")
+            if "controller" in roles and not self.controller_listeners:
                 raise ConfigError(f"listeners: a controller listener ({self['controller.listener.names']}) is "
                                   "required with controller.quorum.voters")
         name = self["inter.broker.listener.name"]
@@ -231,6 +233,10 @@ class BrokerConfig:
                      "log.segment.bytes"):
             if self[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")
+
+    @property
+    def process_roles(self) -> set[str]:
+        return {role.strip() for role in self["process.roles"].split(",") if role.strip()}
 
     @property
     def node_id(self) -> int:
@@ -252,7 +258,7 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener(self) -> str:
-        return (self["inter.broker.listener.name"] or self.listeners[0].name).upper()
+        return (self["inter.broker.listener.name"] or (self.listeners[0].name if self.listeners else "")).upper()
 
     @property
     def quorum_voters(self) -> dict[int, tuple[str, int]]:

@@ -231,6 +231,8 @@ class Node:
                                       initial_task_delay_ms=config["log.initial.task.delay.ms"])
         self.log_manager.on_dir_failure = self._on_log_dir_failure
         self.metadata_dir = os.path.abspath(config.log_dirs[0])
+        self.is_broker = "broker" in config.process_roles
+        self.is_controller = "controller" in config.process_roles
         self.halted = asyncio.Event()  # set when the node cannot go on: _serve then stops it with status 1
         self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
@@ -272,9 +274,20 @@ class Node:
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
             await server.start()
             self.controller_servers.append(server)
-        self._tasks.append(asyncio.create_task(self._run_controller()))
+        if self.is_controller:
+            self._tasks.append(asyncio.create_task(self._run_controller()))
         await self._catch_up_metadata()
         self.cluster_id = self.image.cluster_id or self.cluster_id
+        if self.is_broker:
+            await self._start_broker()
+        addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.controller_servers + self.servers)
+        image = self.image
+        log.info("Odradek node %d (%s) of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
+                 self.node_id, ",".join(sorted(self.config.process_roles)), self.cluster_id,
+                 time.monotonic() - started, len(image.topics), sum(len(t.partitions) for t in image.topics.values()),
+                 addresses)
+
+    async def _start_broker(self) -> None:
         self.log_manager.load(self._log_config_of, now_ms())
         self._reconcile_logs()
         self._started = True
@@ -293,11 +306,6 @@ class Node:
                 load_factor=self.config["log.cleaner.io.buffer.load.factor"],
                 backoff_ms=self.config["log.cleaner.backoff.ms"]))
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
-        addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.controller_servers + self.servers)
-        image = self.image
-        log.info("Odradek node %d of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
-                 self.node_id, self.cluster_id, time.monotonic() - started, len(image.topics),
-                 sum(len(t.partitions) for t in image.topics.values()), addresses)
 
     async def _catch_up_metadata(self) -> None:
         """Wait until a leader is known and everything committed before this start is applied here."""
@@ -323,7 +331,8 @@ class Node:
         await self.fetchers.stop()
         for server in self.servers:
             await server.close()
-        self.groups.stop()
+        if self.groups is not None:
+            self.groups.stop()
         self.controller_channel.close()
         await self.quorum.stop()
         for server in self.controller_servers:
@@ -438,14 +447,14 @@ class Node:
         """A committed entry of the metadata log: applied to the image, then acted on by the broker side."""
         for record in records:
             self.image.apply(record, offset)
-        if self._started:
+        if self._started and self.is_broker:
             self._on_records(records)
 
     def _on_snapshot(self, end_offset: int, records: list[dict]) -> None:
         """The leader's snapshot replaced our log (we were too far behind): the image becomes it, and the
         broker side takes the partitions and roles it describes."""
         self.image.load_snapshot(records)
-        if self._started:
+        if self._started and self.is_broker:
             self._reconcile_logs()
             if self.groups is not None and OFFSETS_TOPIC in self.image.topics:
                 for index in self.image.topics[OFFSETS_TOPIC].partitions:

@@ -1,8 +1,9 @@
 """`odradek dev-cluster`: a local cluster of node processes, for development and tests.
 
 Node N (from 1) gets node.id N, a data dir DIR/node-N, a client listener on base+2(N-1) and a controller
-listener on the port after it; all nodes are voters of the metadata quorum (KRaft's combined mode). The
-cluster id is kept in DIR/cluster.id, so a restart of the command brings back the same cluster.
+listener on the port after it. The first --nodes nodes are voters of the metadata quorum and brokers
+(KRaft's combined mode); --broker-only more nodes are brokers only, following the quorum as observers.
+The cluster id is kept in DIR/cluster.id, so a restart of the command brings back the same cluster.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 
 
-def node_settings(node_id: int, count: int, directory: Path, base_port: int) -> dict[str, str]:
-    voters = ",".join(f"{n}@127.0.0.1:{base_port + 2 * (n - 1) + 1}" for n in range(1, count + 1))
+def node_settings(node_id: int, voters: int, directory: Path, base_port: int) -> dict[str, str]:
+    quorum = ",".join(f"{n}@127.0.0.1:{base_port + 2 * (n - 1) + 1}" for n in range(1, voters + 1))
     port = base_port + 2 * (node_id - 1)
+    if node_id > voters:
+        return {"node.id": str(node_id), "process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}")}
     return {"node.id": str(node_id), "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
-            "controller.quorum.voters": voters, "log.dirs": str(directory / f"node-{node_id}")}
+            "controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         extra = parse_overrides(args.overrides)
         settings = [{**node_settings(n, args.nodes, directory, args.base_port), **extra}
-                    for n in range(1, args.nodes + 1)]
+                    for n in range(1, args.nodes + args.broker_only + 1)]
         for node in settings:
             config = BrokerConfig(node)
             if read_meta_properties(config.log_dirs[0]) is None:
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         ports = [int(node["listeners"].split(",")[0].rsplit(":", 1)[1]) for node in settings]
         _wait_until_listening(processes, ports, directory, lambda: stopping)
         bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
-        print(f"Cluster {cluster_id}: {args.nodes} nodes, data in {directory}")
+        print(f"Cluster {cluster_id}: {len(settings)} nodes ({args.nodes} of them controllers), data in {directory}")
         print(f"Bootstrap servers: {bootstrap}", flush=True)
         reported: set[int] = set()
         while not stopping and any(p.poll() is None for p in processes):
