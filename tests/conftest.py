@@ -105,20 +105,28 @@ FAST_CLUSTER_SETTINGS = {
 
 
 class Cluster:
-    """Nodes that are all voters of one metadata quorum (combined mode), formatted with one cluster id."""
+    """Nodes of one metadata quorum, formatted with one cluster id. By default every node is a voter and a
+    broker (combined mode); `roles` gives each node's process.roles instead (a broker-only node is no voter)."""
 
-    def __init__(self, directory: Path, count: int, settings: dict[str, str] | None = None):
+    def __init__(self, directory: Path, count: int, settings: dict[str, str] | None = None,
+                 roles: list[str] | None = None):
         from odradek.broker.node import format_storage, new_cluster_id
         from odradek.config import BrokerConfig
 
-        ports = [(free_port(), free_port()) for _ in range(count)]
-        voters = ",".join(f"{i}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports, 1))
+        roles = roles or ["broker,controller"] * count
+        ports = [(free_port(), free_port()) for _ in roles]
+        voters = ",".join(f"{i}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports, 1)
+                          if "controller" in roles[i - 1])
         self.cluster_id = new_cluster_id()
         self.nodes: list[NodeProcess] = []
         for i, (port, controller) in enumerate(ports, 1):
-            node_settings = {"node.id": str(i), "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            listeners = [f"PLAINTEXT://127.0.0.1:{port}"] if "broker" in roles[i - 1] else []
+            listeners += [f"CONTROLLER://127.0.0.1:{controller}"] if "controller" in roles[i - 1] else []
+            node_settings = {"node.id": str(i), "process.roles": roles[i - 1], "listeners": ",".join(listeners),
                              "controller.quorum.voters": voters, **FAST_CLUSTER_SETTINGS, **(settings or {})}
-            node = NodeProcess(directory / f"node-{i}", port=port, settings=node_settings)
+            # A controller-only node has no client listener: it is up once its controller listener is.
+            node = NodeProcess(directory / f"node-{i}", port=port if listeners[0].startswith("PLAINTEXT") else controller,
+                               settings=node_settings)
             format_storage(BrokerConfig({**node_settings, "log.dirs": str(node.data_dir)}), self.cluster_id)
             self.nodes.append(node)
 
@@ -129,12 +137,16 @@ class Cluster:
             node.wait_listening(timeout)
         return self
 
+    @property
+    def brokers(self) -> list["NodeProcess"]:
+        return [n for n in self.nodes if "broker" in n.settings["process.roles"]]
+
     def node(self, node_id: int) -> NodeProcess:
         return self.nodes[node_id - 1]
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(node.bootstrap for node in self.nodes)
+        return ",".join(node.bootstrap for node in self.brokers)
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -149,8 +161,8 @@ def cluster_factory(tmp_path):
     """Start clusters: cluster_factory(3, {"min.insync.replicas": "2"})."""
     clusters: list[Cluster] = []
 
-    def make(count: int = 3, settings: dict[str, str] | None = None) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", count, settings)
+    def make(count: int = 3, settings: dict[str, str] | None = None, roles: list[str] | None = None) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", len(roles) if roles else count, settings, roles)
         clusters.append(cluster)
         return cluster.start()
 

@@ -1,7 +1,9 @@
 """A three-node cluster: replicated topics, leader failover, controlled shutdown, ISR and min.insync.replicas,
 driven by confluent-kafka, kafka-python and kcat."""
 
+import json
 import subprocess
+import sys
 import time
 
 import pytest
@@ -300,3 +302,30 @@ def test_a_node_back_from_downtime_catches_up_from_a_metadata_snapshot(cluster_f
     cluster.node(3).restart()  # and it starts again from its own snapshot
     wait_for(lambda: set(names) <= set(AdminClient({"bootstrap.servers": cluster.node(3).bootstrap})
                                        .list_topics(timeout=10).topics), 30, "node 3 to know every topic again")
+
+
+def test_separate_controller_and_broker_nodes(cluster_factory):
+    """Three controller-only voters and three broker-only nodes (observers of the metadata quorum)."""
+    cluster = cluster_factory(roles=["controller"] * 3 + ["broker"] * 3, settings={"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert sorted(admin.list_topics(timeout=10).brokers) == [4, 5, 6], "controllers are not brokers"
+    create_topic(cluster.bootstrap, "split", partitions=3)
+    produce_numbered(cluster.bootstrap, "split", 0, 100)
+    status = json.loads(subprocess.run(
+        [sys.executable, "-m", "odradek", "cluster", "status", "--bootstrap-server", cluster.brokers[0].bootstrap,
+         "-o", "json"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert [v["id"] for v in status["quorum"]["voters"]] == [1, 2, 3]
+    assert [o["id"] for o in status["quorum"]["observers"]] == [4, 5, 6]
+    assert [b["id"] for b in status["brokers"]] == [4, 5, 6] and status["under_replicated"] == []
+    assert sum(b["leaders"] for b in status["brokers"]) == 3  # the partitions of "split", the only topic
+    leader = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).controller_id
+    assert leader in (4, 5, 6)  # clients are pointed at a broker, which forwards to the active controller
+    quorum_leader = next(i for i in (1, 2, 3) if "is the active controller" in cluster.node(i).log_text())
+    cluster.node(quorum_leader).kill()
+    create_topic(cluster.bootstrap, "after-controller-failover", partitions=1)
+    victim = partition_states(cluster.bootstrap, "split")[0][0]
+    cluster.node(victim).kill()
+    survivors = ",".join(n.bootstrap for n in cluster.brokers if n is not cluster.node(victim))
+    produce_numbered(survivors, "split", 100, 100)
+    read = read_all_kafka_python(survivors, "split", 3)
+    assert sorted(v for records in read.values() for _, v in records) == list(range(200))

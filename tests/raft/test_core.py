@@ -1,4 +1,7 @@
-"""Focused behaviour of the Raft core: elections, divergence truncation, high watermark by majority, snapshots."""
+"""Focused behaviour of the Raft core: elections with pre-vote, divergence truncation, high watermark by majority,
+snapshots, observers."""
+
+from dataclasses import replace
 
 import pytest
 
@@ -21,17 +24,18 @@ from odradek.raft.messages import (
 )
 
 VOTERS = frozenset({1, 2, 3})
-CONFIG = RaftConfig()
+CONFIG = RaftConfig(pre_vote=True)
 
 
-def make(node_id: int, entries: list[Entry] = (), state: QuorumState | None = None, voters=VOTERS) -> RaftCore:
+def make(node_id: int, entries: list[Entry] = (), state: QuorumState | None = None, voters=VOTERS,
+         config: RaftConfig = CONFIG) -> RaftCore:
     log = MemoryLog()
     log.append(list(entries))
     log.flush()
     store = QuorumStateStore()
     if state is not None:
         store.save(state)
-    return RaftCore(node_id, voters, log, store, rng_seed=node_id, now_ms=0, config=CONFIG)
+    return RaftCore(node_id, voters, log, store, rng_seed=node_id, now_ms=0, config=config)
 
 
 def deliver(nodes: dict[int, RaftCore], outputs: list[Send], now_ms: int) -> None:
@@ -45,16 +49,50 @@ def deliver(nodes: dict[int, RaftCore], outputs: list[Send], now_ms: int) -> Non
 
 
 def elect(nodes: dict[int, RaftCore], candidate: int, now_ms: int = 10_000) -> None:
+    """`candidate` times out and runs: its pre-vote, then its election, and everything they lead to, delivered."""
     deliver(nodes, nodes[candidate].tick(now_ms), now_ms)
 
 
-def test_voter_that_hears_no_leader_becomes_candidate_and_wins_with_a_majority():
+def run(nodes: dict[int, RaftCore], start_ms: int, end_ms: int, cut: frozenset[int] | set[int] = frozenset(),
+        rewrite=None) -> list[Send]:
+    """Tick every node each 10 ms; a message arrives at the next tick, unless its sender or receiver is `cut`
+    off (`rewrite`, if given, may change it on the way). Returns what the cut-off nodes tried to send."""
+    in_flight: list[tuple[int, Send]] = []  # (sender, send)
+    tried: list[Send] = []
+    for now in range(start_ms, end_ms, 10):
+        arriving, in_flight = in_flight, []
+        for _, send in arriving:
+            message = rewrite(send.message) if rewrite else send.message
+            in_flight += [(send.dst, reply) for reply in nodes[send.dst].handle(message, now)]
+        for node in nodes.values():
+            in_flight += [(node.node_id, send) for send in node.tick(now)]
+        tried += [send for src, send in in_flight if src in cut]
+        in_flight = [(src, send) for src, send in in_flight if src not in cut and send.dst not in cut]
+    return tried
+
+
+def leader_of(nodes: dict[int, RaftCore]) -> RaftCore:
+    [leader] = [node for node in nodes.values() if node.is_leader]
+    return leader
+
+
+def test_voter_that_hears_no_leader_runs_a_pre_vote_then_an_election_and_wins_with_a_majority():
     nodes = {i: make(i) for i in VOTERS}
     assert nodes[1].tick(100) == []
-    outputs = nodes[1].tick(CONFIG.fetch_timeout_ms + CONFIG.election_backoff_max_ms)
+    pre_votes = nodes[1].tick(CONFIG.fetch_timeout_ms + CONFIG.election_backoff_max_ms)
+    assert nodes[1].role is Role.PROSPECTIVE and nodes[1].epoch == 0
+    assert nodes[1].store.load() == QuorumState()  # a pre-vote persists nothing
+    assert [(s.dst, s.message) for s in pre_votes] == [
+        (2, VoteRequest(src=1, epoch=0, last_epoch=0, end_offset=0, pre_vote=True)),
+        (3, VoteRequest(src=1, epoch=0, last_epoch=0, end_offset=0, pre_vote=True))]
+    [granted] = nodes[2].handle(pre_votes[0].message, 1000)
+    assert granted.message == VoteResponse(src=2, epoch=0, granted=True)
+    assert nodes[2].epoch == 0 and nodes[2].store.load() == QuorumState()  # granting a pre-vote changes nothing
+    outputs = nodes[1].handle(granted.message, 1000)  # 2 of 3 with its own: now the real election
     assert nodes[1].role is Role.CANDIDATE and nodes[1].epoch == 1
     assert nodes[1].store.load() == QuorumState(1, 1, NO_LEADER)  # vote for itself persisted first
-    assert {s.dst for s in outputs} == {2, 3} and all(isinstance(s.message, VoteRequest) for s in outputs)
+    assert {s.dst for s in outputs} == {2, 3}
+    assert all(s.message == VoteRequest(src=1, epoch=1, last_epoch=0, end_offset=0) for s in outputs)
     deliver(nodes, outputs, 1000)
     assert nodes[1].is_leader
     assert [n.role for n in (nodes[2], nodes[3])] == [Role.FOLLOWER, Role.FOLLOWER]
@@ -88,8 +126,9 @@ def test_stale_epoch_vote_is_refused_and_tells_the_current_epoch():
 def test_leader_restarted_does_not_lead_its_old_epoch_again():
     node = make(1, [Entry(3)], QuorumState(3, 1, 1))
     assert node.role is Role.RESIGNED
-    outputs = node.tick(1)
+    outputs = node.tick(1)  # no pre-vote: the leader of its epoch is gone, it was that leader
     assert node.role is Role.CANDIDATE and node.epoch == 4 and len(outputs) == 2
+    assert not any(s.message.pre_vote for s in outputs)
 
 
 def test_follower_truncates_its_diverging_suffix_and_then_catches_up():
@@ -174,12 +213,137 @@ def test_fetch_from_an_older_epoch_is_fenced():
     assert reply.message.error == FetchError.FENCED_LEADER_EPOCH and reply.message.leader_id == 1
 
 
-def test_candidate_follows_the_leader_that_announces_the_same_epoch():
+@pytest.mark.parametrize("pre_vote_granted", [False, True])
+def test_prospective_or_candidate_follows_the_leader_that_announces_the_same_epoch(pre_vote_granted):
     node = make(3)
     node.tick(10_000)
-    assert node.role is Role.CANDIDATE
+    if pre_vote_granted:
+        node.handle(VoteResponse(src=1, epoch=0, granted=True), 10_000)
+    assert node.role is (Role.CANDIDATE if pre_vote_granted else Role.PROSPECTIVE)
     [fetch] = node.handle(BeginQuorumEpoch(src=2, epoch=node.epoch), 10_000)
     assert node.role is Role.FOLLOWER and node.leader_id == 2 and fetch.dst == 2
+
+
+# ---- pre-vote (KIP-996) ------------------------------------------------------------------------------
+
+
+def test_pre_vote_is_refused_while_a_leader_is_live_and_changes_nothing():
+    nodes = {i: make(i) for i in VOTERS}
+    elect(nodes, 1, now_ms=1_000)  # node 2 last heard from leader 1 at 1_000
+    leader, follower = nodes[1], nodes[2]
+    state = follower.store.load()
+    pre_vote = VoteRequest(src=3, epoch=1, last_epoch=1, end_offset=9, pre_vote=True)  # even with a longer log
+    [reply] = follower.handle(pre_vote, 1_000 + CONFIG.fetch_timeout_ms - 1)
+    assert reply.message == VoteResponse(src=2, epoch=1, granted=False, leader_id=1)
+    [reply] = leader.handle(pre_vote, 1_000 + CONFIG.fetch_timeout_ms - 1)
+    assert reply.message == VoteResponse(src=1, epoch=1, granted=False, leader_id=1)
+    assert (follower.role, follower.leader_id, follower.store.load()) == (Role.FOLLOWER, 1, state)
+    assert leader.is_leader and leader.epoch == 1
+    # Once the leader has been silent for the fetch timeout, the follower grants it, and still changes nothing.
+    [reply] = follower.handle(pre_vote, 1_000 + CONFIG.fetch_timeout_ms)
+    assert reply.message == VoteResponse(src=2, epoch=1, granted=True)
+    assert (follower.role, follower.epoch, follower.store.load()) == (Role.FOLLOWER, 1, state)
+
+
+def test_pre_vote_needs_an_up_to_date_log_and_a_higher_epoch_is_adopted_without_a_vote():
+    voter = make(3, [Entry(1), Entry(2)], QuorumState(2))
+    shorter = voter.handle(VoteRequest(src=1, epoch=2, last_epoch=2, end_offset=1, pre_vote=True), 0)
+    older = voter.handle(VoteRequest(src=2, epoch=2, last_epoch=1, end_offset=5, pre_vote=True), 0)
+    stale = voter.handle(VoteRequest(src=2, epoch=1, last_epoch=2, end_offset=5, pre_vote=True), 0)
+    assert not any(reply.message.granted for reply in shorter + older + stale)
+    assert stale[0].message.epoch == 2  # tells the prospective the current epoch
+    # The prospective's epoch is its current one (Kafka's ReplicaEpoch): a higher one is adopted, nothing voted.
+    [reply] = voter.handle(VoteRequest(src=1, epoch=4, last_epoch=2, end_offset=2, pre_vote=True), 0)
+    assert reply.message == VoteResponse(src=3, epoch=4, granted=True)
+    assert voter.store.load() == QuorumState(4, NO_LEADER, NO_LEADER)
+
+
+def test_prospective_runs_the_election_only_after_a_majority_of_pre_votes():
+    voters = frozenset({1, 2, 3, 4, 5})
+    node = make(1, voters=voters)
+    pre_votes = node.tick(10_000)
+    assert len(pre_votes) == 4 and node.role is Role.PROSPECTIVE
+    assert node.handle(VoteResponse(src=2, epoch=0, granted=True), 10_000) == []
+    assert node.handle(VoteResponse(src=3, epoch=0, granted=False), 10_000) == []
+    assert node.handle(VoteResponse(src=2, epoch=0, granted=True), 10_000) == []  # counted once
+    assert node.role is Role.PROSPECTIVE and node.epoch == 0 and node.store.load() == QuorumState()
+    votes = node.handle(VoteResponse(src=4, epoch=0, granted=True), 10_000)
+    assert node.role is Role.CANDIDATE and node.epoch == 1 and node.store.load() == QuorumState(1, 1, NO_LEADER)
+    assert len(votes) == 4 and not any(s.message.pre_vote for s in votes)
+    # No majority before the backoff: the next attempt is a pre-vote again, in the same epoch.
+    retry = node.tick(10_000 + CONFIG.election_timeout_ms + CONFIG.election_backoff_max_ms)
+    assert node.role is Role.PROSPECTIVE and node.epoch == 1 and all(s.message.pre_vote for s in retry)
+
+
+def test_follower_whose_leader_went_quiet_keeps_fetching_and_follows_it_again_when_it_answers():
+    nodes = {i: make(i) for i in VOTERS}
+    elect(nodes, 1, now_ms=1_000)
+    leader, follower = nodes[1], nodes[2]
+    outputs = follower.tick(1_000 + CONFIG.fetch_timeout_ms)
+    assert follower.role is Role.PROSPECTIVE and follower.leader_id == 1 and follower.epoch == 1
+    assert {s.dst for s in outputs} == {1, 3} and all(s.message.pre_vote for s in outputs)
+    [fetch] = follower.tick(1_000 + CONFIG.fetch_timeout_ms + CONFIG.fetch_interval_ms)
+    assert fetch.dst == 1 and isinstance(fetch.message, FetchRequest)
+    [answer] = leader.handle(fetch.message, 1_500)
+    follower.handle(answer.message, 1_500)
+    assert follower.role is Role.FOLLOWER and follower.leader_id == 1 and follower.epoch == 1
+    # A late pre-vote grant changes nothing now.
+    assert follower.handle(VoteResponse(src=3, epoch=1, granted=True), 1_500) == []
+    assert follower.role is Role.FOLLOWER and follower.epoch == 1
+
+
+def test_a_partitioned_voter_that_rejoins_changes_neither_the_leader_nor_the_epoch():
+    nodes = {i: make(i) for i in VOTERS}
+    run(nodes, 0, 2_000)
+    leader = leader_of(nodes)
+    epoch = leader.epoch
+    lost = nodes[min(VOTERS - {leader.node_id})]
+    tried = run(nodes, 2_000, 6_000, cut={lost.node_id})  # cut off for ten fetch timeouts
+    votes = [s.message for s in tried if isinstance(s.message, VoteRequest)]
+    assert len(votes) > 10 and all(vote.pre_vote and vote.epoch == epoch for vote in votes)
+    assert lost.role is Role.PROSPECTIVE and lost.epoch == epoch and lost.store.load().epoch == epoch
+    assert leader.is_leader and leader.epoch == epoch
+    # Its pre-votes, delivered late, are refused although its log is as up to date as anyone's: there is a
+    # live leader. They change nothing.
+    assert (votes[-1].last_epoch, votes[-1].end_offset) == (leader.log.last_epoch(), leader.log.end_offset)
+    for node in nodes.values():
+        if node is not lost:
+            [reply] = node.handle(votes[-1], 6_000)
+            assert not reply.message.granted and reply.message.leader_id == leader.node_id
+    run(nodes, 6_000, 7_000)  # healed
+    assert leader_of(nodes) is leader and all(node.epoch == epoch for node in nodes.values())
+    assert lost.role is Role.FOLLOWER and lost.leader_id == leader.node_id
+    leader.propose("after", 7_000)
+    run(nodes, 7_000, 7_200)
+    assert lost.log.entries == leader.log.entries and lost.high_watermark == leader.high_watermark
+
+
+def test_without_pre_vote_configured_a_voter_runs_at_once_and_still_answers_pre_votes():
+    config = RaftConfig()
+    assert not config.pre_vote  # until the wire carries the flag: see RaftConfig
+    nodes = {i: make(i, config=config) for i in VOTERS}
+    elect(nodes, 1, now_ms=1_000)
+    follower = nodes[2]
+    outputs = follower.tick(1_000 + CONFIG.fetch_timeout_ms)
+    assert follower.role is Role.CANDIDATE and follower.epoch == 2 and follower.store.load() == QuorumState(2, 2)
+    assert all(s.message == VoteRequest(src=2, epoch=2, last_epoch=1, end_offset=1) for s in outputs)
+    [reply] = nodes[3].handle(VoteRequest(src=1, epoch=1, last_epoch=1, end_offset=1, pre_vote=True), 1_000)
+    assert reply.message == VoteResponse(src=3, epoch=1, granted=False, leader_id=1)  # 3 still follows 1
+
+
+def test_a_pre_vote_lost_on_the_wire_would_stall_elections():
+    """Why pre-vote needs Vote v2 on the wire (the node sends it): a peer that drops the flag (Vote v0) takes a
+    pre-vote for a vote in the current epoch; once every live voter has voted for the leader that died, none is
+    ever granted."""
+    def old_wire(message):
+        return replace(message, pre_vote=False) if isinstance(message, VoteRequest) else message
+
+    nodes = {i: make(i) for i in VOTERS}
+    run(nodes, 0, 2_000, rewrite=old_wire)
+    dead = leader_of(nodes)
+    assert all(node.voted_for == dead.node_id for node in nodes.values())
+    run(nodes, 2_000, 12_000, cut={dead.node_id}, rewrite=old_wire)
+    assert not any(node.is_leader for node in nodes.values() if node is not dead)
 
 
 # ---- snapshots (KIP-630) ----------------------------------------------------------------------------
@@ -314,7 +478,7 @@ def test_a_restarted_node_starts_from_its_snapshot():
     node = RaftCore(2, VOTERS, log, QuorumStateStore(), rng_seed=2, now_ms=0, config=CONFIG)
     assert node.high_watermark == 3 and node.take_installed_snapshot() == Snapshot(3, 2, "state at 3")
     outputs = node.tick(10_000)
-    assert {s.message for s in outputs} == {VoteRequest(src=2, epoch=1, last_epoch=2, end_offset=3)}
+    assert {s.message for s in outputs} == {VoteRequest(src=2, epoch=0, last_epoch=2, end_offset=3, pre_vote=True)}
 
 
 def test_fetch_snapshot_errors_and_retry_after_a_lost_answer():
@@ -341,3 +505,111 @@ def leader_with_snapshot() -> RaftCore:
     leader = leader_of_epoch(2, [Entry(1, "a"), Entry(2, None), Entry(2, "b")])
     leader.snapshot(2, "state at 2")
     return leader
+
+
+# ---- observers (KIP-595) -----------------------------------------------------------------------------------
+
+
+def test_a_node_outside_the_voters_is_an_observer_that_never_votes_nor_runs():
+    observer = make(4)
+    assert observer.is_observer and not make(1).is_observer and observer.role is Role.UNATTACHED
+    sent = [send for now in range(0, 5_000, 10) for send in observer.tick(now)]
+    assert sent and all(isinstance(s.message, FetchRequest) for s in sent)  # looking for the leader, only
+    assert {s.dst for s in sent} == VOTERS and observer.epoch == 0
+    for request in (VoteRequest(src=1, epoch=0, last_epoch=0, end_offset=0),
+                    VoteRequest(src=1, epoch=0, last_epoch=0, end_offset=0, pre_vote=True),
+                    VoteRequest(src=2, epoch=3, last_epoch=0, end_offset=0)):
+        [reply] = observer.handle(request, 5_000)
+        assert not reply.message.granted
+    assert observer.store.load().voted_for == NO_LEADER and observer.role is Role.UNATTACHED
+
+
+def test_observer_finds_the_leader_through_any_voter_and_follows_the_log():
+    nodes = {i: make(i) for i in [*VOTERS, 4, 5]}
+    run(nodes, 0, 2_000)
+    leader = leader_of(nodes)
+    for n in range(20):
+        leader.propose(f"p{n}", 2_000)
+    run(nodes, 2_000, 2_500)
+    for observer in (nodes[4], nodes[5]):
+        assert observer.role is Role.FOLLOWER and observer.leader_id == leader.node_id
+        assert observer.epoch == leader.epoch and observer.log.entries == leader.log.entries
+        assert observer.high_watermark == leader.high_watermark == leader.log.end_offset
+    assert leader.observer_offsets() == {4: leader.log.end_offset, 5: leader.log.end_offset}
+    assert set(leader.voter_offsets()) == VOTERS
+    assert nodes[4].observer_offsets() == {} and nodes[4].voter_offsets() == {}
+    # A voter that is not the leader names it; the leader answers with records.
+    follower = next(node for node in nodes.values() if not node.is_leader and not node.is_observer)
+    fetch = FetchRequest(src=6, epoch=0, fetch_offset=0, last_fetched_epoch=0)
+    [named] = follower.handle(fetch, 2_500)
+    assert named.message.error == FetchError.FENCED_LEADER_EPOCH and named.message.leader_id == leader.node_id
+    [named] = follower.handle(replace(fetch, epoch=leader.epoch), 2_500)
+    assert named.message.error == FetchError.NOT_LEADER and named.message.leader_id == leader.node_id
+    [answer] = leader.handle(replace(fetch, epoch=leader.epoch), 2_500)
+    assert answer.message.error == FetchError.NONE and answer.message.entries
+
+
+def test_observer_fetches_count_neither_toward_the_high_watermark_nor_toward_check_quorum():
+    nodes = {i: make(i) for i in VOTERS}
+    elect(nodes, 1, now_ms=1_000)
+    leader = nodes[1]
+    leader.propose("p", 1_000)
+    leader.tick(1_000)  # flushed: one voter of three has it
+    now = 1_000
+    while leader.is_leader:
+        for observer in (4, 5):
+            [reply] = leader.handle(FetchRequest(src=observer, epoch=1, fetch_offset=2, last_fetched_epoch=1), now)
+            assert reply.message.error == FetchError.NONE and reply.message.high_watermark == 1
+        assert leader.high_watermark == 1 and leader.observer_offsets() == {4: 2, 5: 2}
+        leader.tick(now)
+        now += 10
+    # No voter fetched: observers do not keep a leader in office.
+    assert leader.role is Role.RESIGNED and now <= 1_000 + 2 * CONFIG.fetch_timeout_ms + 10
+
+
+def test_observer_searches_again_when_its_leader_goes_quiet_and_never_starts_an_election():
+    nodes = {i: make(i) for i in [*VOTERS, 4]}
+    run(nodes, 0, 2_000)
+    old = leader_of(nodes)
+    epoch, observer = old.epoch, nodes[4]
+    assert observer.leader_id == old.node_id
+    run(nodes, 2_000, 2_000 + CONFIG.fetch_timeout_ms + 10, cut={old.node_id})
+    assert observer.role is Role.UNATTACHED and observer.leader_id == NO_LEADER  # searching
+    run(nodes, 2_500, 5_000, cut={old.node_id})
+    new = leader_of({i: node for i, node in nodes.items() if i != old.node_id})
+    assert new.epoch > epoch and observer.leader_id == new.node_id and observer.epoch == new.epoch
+    assert observer.log.entries == new.log.entries and observer.high_watermark == new.high_watermark
+    assert observer.store.load().voted_for == NO_LEADER
+
+
+def test_observer_ignores_end_quorum_epoch():
+    observer = make(4, state=QuorumState(2, NO_LEADER, 1))
+    assert observer.role is Role.FOLLOWER
+    assert observer.handle(EndQuorumEpoch(src=1, epoch=2, preferred_successors=(2, 3, 4)), 100) == []
+    assert observer.role is Role.FOLLOWER and observer.leader_id == 1
+    outputs = observer.tick(100)
+    assert [(s.dst, type(s.message)) for s in outputs] == [(1, FetchRequest)]
+
+
+def test_observer_truncates_a_divergent_suffix_like_a_follower():
+    leader = leader_of_epoch(3, [Entry(1, "a"), Entry(1, "b"), Entry(3, None)])
+    observer = make(4, [Entry(1, "a"), Entry(1, "b"), Entry(2, "x"), Entry(2, "y")], QuorumState(3, NO_LEADER, 1))
+    [fetch] = observer.tick(0)
+    [answer] = leader.handle(fetch.message, 0)
+    assert (answer.message.diverging_epoch, answer.message.diverging_end_offset) == (1, 2)
+    [refetch] = observer.handle(answer.message, 0)
+    [records] = leader.handle(refetch.message, 0)
+    observer.handle(records.message, 0)
+    assert observer.log.entries == leader.log.entries and observer.high_watermark == 3
+    assert leader.observer_offsets() == {4: 2} and leader.high_watermark == 3
+
+
+def test_observer_far_behind_installs_the_leaders_snapshot():
+    leader = leader_with_snapshot()
+    observer = make(4, [Entry(1, "a")], QuorumState(2, NO_LEADER, 1))
+    [fetch] = observer.tick(0)
+    refetch = fetch_snapshot_round(leader, observer, fetch.message)
+    assert observer.take_installed_snapshot() == leader.log.latest_snapshot() and observer.high_watermark == 2
+    [records] = leader.handle(refetch.message, 0)
+    observer.handle(records.message, 0)
+    assert observer.log.read(2, 10) == (Entry(2, "b"),) and observer.high_watermark == 3

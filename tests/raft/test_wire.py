@@ -31,9 +31,11 @@ def response_trip(api_key: int, version: int, body: dict) -> dict:
 
 
 def test_vote_round_trip():
-    request = VoteRequest(src=2, epoch=7, last_epoch=6, end_offset=41)
-    decoded = request_trip(wire.VOTE, wire.VOTE_VERSION, wire.encode_vote_request(CLUSTER, request))
-    assert decoded["cluster_id"] == CLUSTER and wire.decode_vote_request(decoded) == request
+    for request in (VoteRequest(src=2, epoch=7, last_epoch=6, end_offset=41),
+                    VoteRequest(src=2, epoch=7, last_epoch=6, end_offset=41, pre_vote=True)):
+        decoded = request_trip(wire.VOTE, wire.VOTE_VERSION, wire.encode_vote_request(CLUSTER, 3, request))
+        assert decoded["cluster_id"] == CLUSTER and decoded["voter_id"] == 3
+        assert wire.decode_vote_request(decoded) == request
     for response in (VoteResponse(3, 7, True), VoteResponse(3, 8, False, leader_id=1)):
         body = response_trip(wire.VOTE, wire.VOTE_VERSION, wire.encode_vote_response(response))
         assert wire.decode_vote_response(3, body) == response

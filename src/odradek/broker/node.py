@@ -149,7 +149,7 @@ CONTROLLER_ROUTES = (
     (44, 0, 1, handle_incremental_alter_configs),
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
-    (52, 0, 0, handle_vote),
+    (52, 0, 2, handle_vote),
     (53, 0, 0, handle_begin_quorum_epoch),
     (54, 0, 0, handle_end_quorum_epoch),
     (55, 0, 1, handle_describe_quorum),
@@ -242,7 +242,7 @@ class Node:
             RaftConfig(fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                        election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                        election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
-                       fetch_interval_ms=100, begin_retry_ms=200, max_fetch_entries=256),
+                       fetch_interval_ms=100, begin_retry_ms=200, max_fetch_entries=256, pre_vote=True),
             fetch_max_wait_ms=min(500, config["controller.quorum.fetch.timeout.ms"] // 4),
             on_commit=self._on_commit, on_snapshot=self._on_snapshot, snapshot_state=self.image.snapshot_records,
             snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])

@@ -77,7 +77,9 @@ def describe_quorum(bootstrap: str, timeout_s: float) -> dict:
     p = partitions[0]
     return {"leader": p["leader_id"], "epoch": p["leader_epoch"], "high_watermark": p["high_watermark"],
             "voters": [{"id": v["replica_id"], "log_end_offset": v["log_end_offset"],
-                        "lag": max(0, p["high_watermark"] - v["log_end_offset"])} for v in p["current_voters"]]}
+                        "lag": max(0, p["high_watermark"] - v["log_end_offset"])} for v in p["current_voters"]],
+            "observers": [{"id": o["replica_id"], "log_end_offset": o["log_end_offset"],
+                           "lag": max(0, p["high_watermark"] - o["log_end_offset"])} for o in p["observers"]]}
 
 
 def cluster_status(args: argparse.Namespace) -> int:
@@ -102,7 +104,10 @@ def cluster_status(args: argparse.Namespace) -> int:
     print(f"Metadata quorum: leader {quorum['leader']}, epoch {quorum['epoch']}, "
           f"high watermark {quorum['high_watermark']}")
     print()
-    print_table(["VOTER", "LOG END", "LAG"], [(v["id"], v["log_end_offset"], v["lag"]) for v in quorum["voters"]])
+    print_table(["NODE", "ROLE", "LOG END", "LAG"],
+                [(v["id"], role, v["log_end_offset"], v["lag"])
+                 for role, members in (("voter", quorum["voters"]), ("observer", quorum["observers"]))
+                 for v in members])
     print()
     print_table(["BROKER", "HOST", "PORT", "LEADERS", "REPLICAS"],
                 [(b["id"], b["host"], b["port"], b["leaders"], b["replicas"]) for b in status["brokers"]])

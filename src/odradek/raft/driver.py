@@ -198,7 +198,7 @@ class QuorumDriver:
         match message:
             case VoteRequest():
                 response = await self.clients.request(dst, wire.VOTE, wire.VOTE_VERSION,
-                                                      wire.encode_vote_request(self.cluster_id, message), election_s)
+                                                      wire.encode_vote_request(self.cluster_id, dst, message), election_s)
                 return wire.decode_vote_response(dst, response)
             case BeginQuorumEpoch():
                 await self.clients.request(dst, wire.BEGIN_QUORUM_EPOCH, wire.BEGIN_VERSION,

@@ -1,4 +1,4 @@
-"""Raft RPCs of the KRaft metadata quorum (KIP-595, KIP-630 snapshots), as plain immutable values.
+"""Raft RPCs of the KRaft metadata quorum (KIP-595, KIP-630 snapshots, KIP-996 pre-vote), as immutable values.
 
 Every message carries its sender (`src`) and the sender's leader epoch; the shell around the core
 maps them onto the Kafka wire APIs Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot.
@@ -31,10 +31,19 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
+    """A candidate asks for a vote in `epoch`, its log ending at `end_offset` with a record of `last_epoch`.
+
+    With `pre_vote` (KIP-996; Vote v2's PreVote on the wire) a prospective candidate asks, at its current `epoch`
+    (Kafka's ReplicaEpoch) and without having changed it, whether it would get the vote if it ran in the next
+    one; the receiver answers without voting (it adopts a higher epoch, as from any message). VoteResponse needs
+    no echo of it: a node waits for answers of one kind at a time (pre-votes while prospective, votes while a
+    candidate)."""
+
     src: int
     epoch: int
     last_epoch: int
     end_offset: int
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from odradek.raft.messages import (
 
 METADATA_TOPIC = "__cluster_metadata"
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT = 52, 53, 54, 1, 59
-VOTE_VERSION, BEGIN_VERSION, END_VERSION, FETCH_VERSION, FETCH_SNAPSHOT_VERSION = 0, 0, 0, 12, 0
+VOTE_VERSION, BEGIN_VERSION, END_VERSION, FETCH_VERSION, FETCH_SNAPSHOT_VERSION = 2, 0, 0, 12, 0  # Vote v2: pre-vote
 
 _FETCH_ERRORS = {FetchError.NONE: ErrorCode.NONE, FetchError.FENCED_LEADER_EPOCH: ErrorCode.FENCED_LEADER_EPOCH,
                  FetchError.NOT_LEADER: ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -50,15 +50,17 @@ def _one_partition(partition: dict) -> list[dict]:
 
 # Vote
 
-def encode_vote_request(cluster_id: str, message: VoteRequest) -> dict:
-    return {"cluster_id": cluster_id, "topics": _one_partition({
-        "replica_epoch": message.epoch, "replica_id": message.src, "last_offset_epoch": message.last_epoch,
-        "last_offset": message.end_offset})}
+def encode_vote_request(cluster_id: str, dst: int, message: VoteRequest) -> dict:
+    return {"cluster_id": cluster_id, "voter_id": dst, "topics": _one_partition({
+        "replica_epoch": message.epoch, "replica_id": message.src, "replica_directory_id": bytes(16),
+        "voter_directory_id": bytes(16), "last_offset_epoch": message.last_epoch, "last_offset": message.end_offset,
+        "pre_vote": message.pre_vote})}
 
 
 def decode_vote_request(request: dict) -> VoteRequest:
     p = _partition(request)
-    return VoteRequest(p["replica_id"], p["replica_epoch"], p["last_offset_epoch"], p["last_offset"])
+    return VoteRequest(p["replica_id"], p["replica_epoch"], p["last_offset_epoch"], p["last_offset"],
+                       pre_vote=p.get("pre_vote", False))
 
 
 def encode_vote_response(message: VoteResponse) -> dict:

@@ -36,9 +36,10 @@ def handle_describe_quorum(broker, ctx, request: dict):
     offsets = quorum.core.voter_offsets()
     if not quorum.core.is_leader:
         return {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "topics": []}
-    voters = [{"replica_id": voter, "log_end_offset": offset, "last_fetch_timestamp": -1,
-               "last_caught_up_timestamp": -1} for voter, offset in sorted(offsets.items())]
+    voters, observers = [[{"replica_id": node, "log_end_offset": offset, "last_fetch_timestamp": -1,
+                           "last_caught_up_timestamp": -1} for node, offset in sorted(found.items())]
+                         for found in (offsets, quorum.core.observer_offsets())]
     return {"error_code": ErrorCode.NONE, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
         "partition_index": 0, "error_code": ErrorCode.NONE, "leader_id": quorum.leader_id,
         "leader_epoch": quorum.epoch, "high_watermark": quorum.core.high_watermark, "current_voters": voters,
-        "observers": []}]}]}
+        "observers": observers}]}]}
