@@ -48,12 +48,24 @@ def records_file(count: int, value_bytes: int, seed: int = 1) -> str:
     return path
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, replication_factor)]).values():
         future.result(30)
+
+
+def wait_for_high_watermarks(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        while sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                  for p in range(partitions)) < count:
+            time.sleep(0.05)
+    finally:
+        consumer.close()
 
 
 @dataclass
@@ -77,15 +89,17 @@ def load_commands(generator: str, bootstrap: str, topic: str, path: str, value_b
 
 
 def one_run(node: Broker | None, bootstrap: str, generator: str, path: str, value_bytes: int, partitions: int,
-            acks: str, codec: str, count: int) -> Run:
+            acks: str, codec: str, count: int, replication_factor: int = 1) -> Run:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, partitions)
+    create_topic(bootstrap, topic, partitions, replication_factor)
     produce, consume = load_commands(generator, bootstrap, topic, path, value_bytes, acks, codec, count)
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
     subprocess.run(produce, check=True)
     produce_s = time.perf_counter() - start
     produce_cpu = (node.cpu_seconds() - cpu) if node else 0.0
+    if replication_factor > 1:  # acks=1 returns before the followers have the records: consumers see them after
+        wait_for_high_watermarks(bootstrap, topic, partitions, count)
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
     out = subprocess.run(consume, check=True, stdout=subprocess.PIPE).stdout
@@ -106,7 +120,7 @@ def measure(broker: Broker | None, bootstrap: str, args) -> dict:
         try:
             for partitions, acks, codec in itertools.product(args.partitions, args.acks, args.compression):
                 runs = [one_run(broker, bootstrap, args.load_generator, path, value_bytes, partitions, acks, codec,
-                                args.records) for _ in range(args.runs)]
+                                args.records, args.replication_factor) for _ in range(args.runs)]
                 results[(value_bytes, partitions, acks, codec)] = (
                     args.records / statistics.median(r.produce_s for r in runs),
                     args.records / statistics.median(r.consume_s for r in runs),
@@ -128,6 +142,8 @@ def main() -> None:
     parser.add_argument("--compression", nargs="+", default=["none"],
                         choices=["none", "gzip", "snappy", "lz4", "zstd"], help="the producer's codec")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--replication-factor", type=int, default=1,
+                        help="replicas of each benchmark topic (a cluster: --bootstrap-server of an odradek dev-cluster)")
     parser.add_argument("--load-generator", choices=["kcat", "rdkafka"], default="kcat")
     args = parser.parse_args()
     if args.load_generator == "kcat" and shutil.which("kcat") is None:
