@@ -105,11 +105,11 @@ class NumberedProducer:
         self.producer = None  # destroyed here, not by whichever thread drops the last reference
 
 
-class ConfluentLiveReader:
-    """assign + seek to the beginning, then read everything as it comes; librdkafka follows leader changes.
-    auto.offset.reset=error: a consumer told that its position is out of range must not silently rewind."""
+class LiveReader:
+    """A reader thread (`_run`, in each subclass) recording per partition the (offset, value) pairs it read, its
+    errors and anomalies."""
 
-    name = "confluent live"
+    name = ""
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
@@ -117,7 +117,14 @@ class ConfluentLiveReader:
         self.errors: Counter = Counter()
         self.anomalies: list[str] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="nemesis-confluent-reader", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"nemesis {self.name} reader", daemon=True)
+
+
+class ConfluentLiveReader(LiveReader):
+    """assign + seek to the beginning, then read everything as it comes; librdkafka follows leader changes.
+    auto.offset.reset=error: a consumer told that its position is out of range must not silently rewind."""
+
+    name = "confluent live"
 
     def _run(self) -> None:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "nemesis-live",
@@ -147,18 +154,10 @@ class ConfluentLiveReader:
                          for p, records in self.read.items()])
 
 
-class KafkaPythonLiveReader:
+class KafkaPythonLiveReader(LiveReader):
     """The same with kafka-python; on any client error it makes a new consumer at its own positions."""
 
     name = "kafka-python live"
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-        self.read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
-        self.errors: Counter = Counter()
-        self.anomalies: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="nemesis-kafka-python-reader", daemon=True)
 
     def _consumer(self) -> KafkaConsumer:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), enable_auto_commit=False,
