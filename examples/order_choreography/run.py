@@ -24,6 +24,9 @@ from examples.spark_session import odradek_spark
 TOPICS = ("orders", "stock_events", "payment_events", "dispatch_events")
 STOCK = {"book": 3, "lamp": 1, "chair": 0}  # units available per order line, per item
 FINAL = {"out_of_stock", "declined", "dispatched"}
+# Events about one order arrive on different topics, which are not ordered with each other: a consumer may
+# read `dispatched` before `paid`. An order's status only moves forward.
+PROGRESS = {"placed": 0, "reserved": 1, "paid": 2, **{status: 3 for status in FINAL}}
 
 
 def create_topics(bootstrap: str, partitions: int = 3) -> None:
@@ -101,7 +104,8 @@ def order_service(bootstrap: str, run: str, count: int, timeout: float) -> dict[
             if msg is None or msg.error():
                 continue
             event = json.loads(msg.value())
-            if event["order_id"] in status:
+            current = status.get(event["order_id"])
+            if current is not None and PROGRESS[event["status"]] > PROGRESS[current]:
                 status[event["order_id"]] = event["status"]
     finally:
         consumer.close()
