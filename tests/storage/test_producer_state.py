@@ -174,7 +174,7 @@ def test_rebuild_from_log_batches_restores_duplicate_detection():
     log += build_batch([(None, b"plain", [])], base_offset=offset)
     infos, _ = scan_valid_prefix(log)
     state = ProducerStateManager()
-    state.rebuild_from(infos)
+    state.rebuild_from((info, None) for info in infos)
     assert state.check(read_batch_info(log, infos[1].position)) == DuplicateInfo(2, 3, 9)
     assert len(state) == 1 and state.entry(PID).last_seq == 5
 

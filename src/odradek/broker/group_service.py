@@ -17,7 +17,7 @@ import os
 from odradek.broker.replica_manager import now_ms
 from odradek.coordinator.group_coordinator import Append, GroupCoordinator, Reply
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import build_batch, decode_batches
+from odradek.protocol.records import COMMIT_MARKER, build_batch, decode_batches, read_marker
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,10 @@ class GroupService:
         if self.leads(index):
             if index not in self._loaded:
                 self._loaded.add(index)
-                self.core.load(self._read_partition(index), now_ms(), partition=index)
+                open_transactions: dict[int, list] = {}
+                self.core.load(self._read_partition(index, open_transactions), now_ms(), partition=index)
+                for producer_id, records in open_transactions.items():
+                    self.core.restore_pending_offsets(producer_id, records)
         elif index in self._loaded or index not in self.core.unloaded_partitions:
             self._loaded.discard(index)
             self.apply(self.core.unload(index))
@@ -79,7 +82,9 @@ class GroupService:
         if self._timers:
             self._timers.cancel()
 
-    def _read_partition(self, index: int):
+    def _read_partition(self, index: int, open_transactions: dict[int, list]):
+        """The partition's records in log order; a transaction's offset commits come at its commit marker
+        (dropped at an abort); those of transactions still open are left in `open_transactions`."""
         partition_log = self.node.log_manager.get(OFFSETS_TOPIC, index)
         if partition_log is None:
             return
@@ -90,9 +95,18 @@ class GroupService:
                 return
             data = os.pread(region.fd, region.size, region.position)
             for info, batch in decode_batches(data):
-                for record in batch:
-                    if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
+                if info.is_control:
+                    marker = read_marker(data, info) if info.producer_id >= 0 else None
+                    records = open_transactions.pop(info.producer_id, [])
+                    if marker is not None and marker[0] == COMMIT_MARKER:
+                        yield from records
+                elif info.is_transactional:
+                    open_transactions.setdefault(info.producer_id, []).extend(
+                        (r.key, r.value) for r in batch if r.offset >= offset and r.key is not None)
+                else:
+                    for record in batch:
+                        if record.offset >= offset and record.key is not None:
+                            yield record.key, record.value
                 offset = max(offset, info.last_offset + 1)
 
     async def ensure_offsets_topic(self) -> bool:
@@ -165,8 +179,11 @@ class GroupService:
         """Write one append as the partition's leader: (written, what to wait for before it counts)."""
         if OFFSETS_TOPIC not in self.node.image.topics:
             return False, None
-        batch = bytearray(build_batch([(key, value, []) for key, value in append.records]))
-        result = self.node.replicas.append(OFFSETS_TOPIC, append.partition, memoryview(batch), -1)
+        producer_id, epoch = append.producer or (-1, -1)
+        batch = bytearray(build_batch([(key, value, []) for key, value in append.records], producer_id=producer_id,
+                                      producer_epoch=epoch, is_transactional=append.producer is not None))
+        result = self.node.replicas.append(OFFSETS_TOPIC, append.partition, memoryview(batch), -1,
+                                           from_coordinator=True)
         if result.error != ErrorCode.NONE:
             log.error("Writing group state to %s-%d failed: %s %s", OFFSETS_TOPIC, append.partition,
                       result.error.name, result.message or "")
@@ -189,6 +206,9 @@ class GroupService:
                 self.apply(self.core.tick(now_ms()))
             except Exception:
                 log.exception("group coordinator timer failed")
+
+    def on_transaction_completed(self, index: int, producer_id: int, commit: bool) -> None:
+        self.core.complete_transaction(index, producer_id, commit)
 
     async def park(self, call) -> dict:
         """Run a core call that may park its request (JoinGroup, SyncGroup); wait for its reply."""

@@ -75,9 +75,20 @@ from odradek.broker.handlers.topics import (
     handle_create_topics,
     handle_delete_topics,
 )
+from odradek.broker.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
+)
 from odradek.broker.lifecycle import BrokerLifecycle
 from odradek.broker.producer_ids import ProducerIdBlocks
 from odradek.broker.replica_manager import ReplicaManager, now_ms
+from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionService
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -101,7 +112,7 @@ CONTROLLER_CHECK_INTERVAL_S = 0.25
 
 # (api key, min version, max version, handler). Ranges follow Kafka 4.0.
 ROUTES = (
-    (0, 3, 12, handle_produce),
+    (0, 3, 11, handle_produce),  # not v12: it adds partitions to transactions implicitly (KIP-890 part 2)
     (1, 4, 17, handle_fetch),
     (2, 1, 10, handle_list_offsets),
     (3, 0, 13, handle_metadata),
@@ -120,6 +131,11 @@ ROUTES = (
     (21, 0, 2, handle_delete_records),
     (22, 0, 5, handle_init_producer_id),
     (23, 2, 4, handle_offset_for_leader_epoch),
+    (24, 0, 5, handle_add_partitions_to_txn),
+    (25, 0, 4, handle_add_offsets_to_txn),
+    (26, 0, 4, handle_end_txn),  # not v5: no transaction version 2 (an epoch bump per transaction)
+    (27, 1, 1, handle_write_txn_markers),
+    (28, 0, 4, handle_txn_offset_commit),
     (32, 1, 4, handle_describe_configs),
     (33, 0, 2, handle_alter_configs),
     (35, 1, 4, handle_describe_log_dirs),
@@ -132,6 +148,9 @@ ROUTES = (
     (47, 0, 0, handle_offset_delete),
     (55, 0, 1, handle_describe_quorum),
     (60, 0, 2, handle_describe_cluster),
+    (61, 0, 0, handle_describe_producers),
+    (65, 0, 0, handle_describe_transactions),
+    (66, 0, 1, handle_list_transactions),
     (68, 0, 1, handle_consumer_group_heartbeat),
     (69, 0, 1, handle_consumer_group_describe),
     (75, 0, 0, handle_describe_topic_partitions),
@@ -236,6 +255,7 @@ class Node:
         self.halted = asyncio.Event()  # set when the node cannot go on: _serve then stops it with status 1
         self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
+        self.transactions: TransactionService | None = None
         self.image = MetadataImage()
         self.quorum = QuorumDriver(
             self.node_id, config.quorum_voters, os.path.join(self.metadata_dir, METADATA_DIR), self.cluster_id,
@@ -294,6 +314,8 @@ class Node:
         await self.lifecycle.start()
         self.groups = GroupService(self)
         self.groups.start()
+        self.transactions = TransactionService(self)
+        self.transactions.start()
         for listener in self.config.listeners:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
@@ -333,6 +355,8 @@ class Node:
             await server.close()
         if self.groups is not None:
             self.groups.stop()
+        if self.transactions is not None:
+            self.transactions.stop()
         self.controller_channel.close()
         await self.quorum.stop()
         for server in self.controller_servers:
@@ -459,6 +483,9 @@ class Node:
             if self.groups is not None and OFFSETS_TOPIC in self.image.topics:
                 for index in self.image.topics[OFFSETS_TOPIC].partitions:
                     self.groups.on_leadership(index)
+            if self.transactions is not None and TRANSACTION_TOPIC in self.image.topics:
+                for index in self.image.topics[TRANSACTION_TOPIC].partitions:
+                    self.transactions.on_leadership(index)
 
     def _on_records(self, records: list[dict]) -> None:
         image = self.image
@@ -470,6 +497,8 @@ class Node:
                     self._host(topic, record["partition"])
                     if self.groups is not None and topic.name == OFFSETS_TOPIC:
                         self.groups.on_leadership(record["partition"])
+                    if self.transactions is not None and topic.name == TRANSACTION_TOPIC:
+                        self.transactions.on_leadership(record["partition"])
             elif kind == "RemoveTopicRecord":
                 for existing in [lg for lg in self.log_manager.logs() if lg.topic == record["name"]]:
                     self.replicas.unhost(existing.topic, existing.partition)

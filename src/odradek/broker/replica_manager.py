@@ -27,6 +27,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
 from odradek.storage.log import PartitionLog
 
+READ_COMMITTED = 1  # isolation level
+
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -97,6 +99,7 @@ class FetchRead:
     log_start_offset: int = -1
     records: FileRegion | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a divergent follower
+    aborted_transactions: list | None = None  # read_committed: AbortedTxns overlapping what may be read
 
     @property
     def size(self) -> int:
@@ -177,7 +180,8 @@ class ReplicaManager:
 
     # produce
 
-    def append(self, topic: str, index: int, records, required_acks: int) -> ProduceResult:
+    def append(self, topic: str, index: int, records, required_acks: int, *,
+               from_coordinator: bool = False, verification: object | None = False) -> ProduceResult:
         partition = None
         try:
             partition = self.partition(topic, index)
@@ -187,7 +191,8 @@ class ReplicaManager:
                 raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
                                  f"{partition.log.config.min_insync_replicas}")
-            info = partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch)
+            info = partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch,
+                                                  from_coordinator=from_coordinator, verification=verification)
         except KafkaError as exc:
             return ProduceResult(exc.code, message=exc.message)
         except OSError as exc:
@@ -196,6 +201,33 @@ class ReplicaManager:
         self._wake((topic, index))
         return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time_ms, info.log_start_offset,
                              last_offset=info.last_offset, leader_epoch=partition.leader_epoch)
+
+    def start_verification(self, topic: str, index: int, producer_id: int) -> object | None:
+        """The guard for verifying a transactional write with the coordinator; None when the producer's
+        transaction is already open here (or the partition is not led here: the append will say so)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader:
+            return None
+        state = partition.log.producer_state
+        return state.start_verification(producer_id) if state.needs_verification(producer_id) else None
+
+    def append_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int) -> ProduceResult:
+        """WriteTxnMarkers on this partition's leader: end the producer's transaction here."""
+        partition = None
+        try:
+            partition = self.partition(topic, index)
+            info = partition.log.append_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                               coordinator_epoch=coordinator_epoch, now_ms=now_ms(),
+                                               leader_epoch=partition.leader_epoch)
+        except KafkaError as exc:
+            return ProduceResult(exc.code, message=exc.message)
+        except OSError as exc:
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._storage_failed(partition, exc).message)
+        self._advance_high_watermark(partition)
+        self._wake((topic, index))
+        return ProduceResult(ErrorCode.NONE, info.first_offset, last_offset=info.last_offset,
+                             leader_epoch=partition.leader_epoch)
 
     async def wait_for_replication(self, topic: str, index: int, last_offset: int, leader_epoch: int,
                                    timeout_s: float) -> ErrorCode:
@@ -219,27 +251,33 @@ class ReplicaManager:
     # fetch
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             min_one_batch: bool) -> FetchRead:
-        """A consumer's read: up to the high watermark, from the leader."""
+             min_one_batch: bool, read_committed: bool = False) -> FetchRead:
+        """A consumer's read from the leader: up to the high watermark, or the last stable offset for
+        read_committed, which also gets the aborted transactions it must skip."""
         try:
             partition = self.partition(topic, index)
             partition.check_leader_epoch(current_leader_epoch)
             log_ = partition.log
+            stable = log_.last_stable_offset
+            limit = stable if read_committed else log_.high_watermark
             try:
-                region = log_.read(fetch_offset, max_bytes, max_offset=log_.high_watermark,
-                                   min_one_batch=min_one_batch)
+                region = log_.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
             except OSError as exc:
                 raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
             return self._failed_read(topic, index, exc)
-        return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)
+        aborted = None
+        if read_committed:
+            aborted = log_.aborted_transactions(fetch_offset, limit) if region is not None else []
+        return FetchRead(ErrorCode.NONE, log_.high_watermark, stable, log_.log_start_offset, region,
+                         aborted_transactions=aborted)
 
     def _failed_read(self, topic: str, index: int, exc: KafkaError) -> FetchRead:
         partition = self.partitions.get((topic, index))
         if partition is None or exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
             return FetchRead(exc.code)
         log_ = partition.log
-        return FetchRead(exc.code, log_.high_watermark, log_.high_watermark, log_.log_start_offset)
+        return FetchRead(exc.code, log_.high_watermark, log_.last_stable_offset, log_.log_start_offset)
 
     def read_for_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
                           current_leader_epoch: int, max_bytes: int) -> FetchRead:
@@ -429,7 +467,7 @@ class ReplicaManager:
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, log_.log_start_offset, epoch
         if timestamp == LATEST_TIMESTAMP:
-            return -1, log_.high_watermark, epoch
+            return -1, log_.last_stable_offset if isolation_level == READ_COMMITTED else log_.high_watermark, epoch
         if timestamp == MAX_TIMESTAMP:
             offset, max_timestamp = log_.max_timestamp()
             return max_timestamp, offset, epoch

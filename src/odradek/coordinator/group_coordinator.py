@@ -73,6 +73,7 @@ class Reply:
 class Append:
     partition: int
     records: list[tuple[bytes, bytes | None]]
+    producer: tuple[int, int] | None = None  # (producer id, epoch): a transactional write (TxnOffsetCommit)
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,8 @@ class GroupCoordinator:
         # KIP-848 groups (group.protocol=consumer); they share the group id namespace and offsets with classic ones
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # TxnOffsetCommit: producer id -> group -> (topic, partition) -> offset, until its marker arrives
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self._timers = _Timers()
         self._unloaded: set[int] = set()
         self._started = False
@@ -781,6 +784,90 @@ class GroupCoordinator:
         self._append(out, group_id, records)
         return response, out
 
+    def txn_offset_commit(self, now_ms: int, version: int, request: dict) -> tuple[dict, list[Append]]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and take effect when its
+        commit marker reaches the group's partition (an abort drops them)."""
+        self._start(now_ms)
+        group_id = request["group_id"]
+
+        def answer(error_for: Callable[[dict], ErrorCode]) -> dict:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": int(error_for(p))}
+                    for p in t["partitions"]]}
+                for t in request["topics"]]}
+
+        if not group_id:
+            return answer(lambda p: E.INVALID_GROUP_ID), []
+        if not self._owns(group_id):
+            return answer(lambda p: E.NOT_COORDINATOR), []
+        generation = request.get("generation_id", -1)
+        member_id = request.get("member_id", "")
+        instance_id = request.get("group_instance_id")
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, generation, transactional=True)
+            if error != E.NONE:
+                return answer(lambda p: error), []
+        else:
+            group = self.groups.get(group_id)
+            if group is None:
+                if generation >= 0:
+                    return answer(lambda p: E.ILLEGAL_GENERATION), []
+                group = self.groups[group_id] = ClassicGroup(group_id, now_ms)
+            error = self._validate_offset_commit(group, member_id, instance_id, generation)
+            if error is not None and error != E.REBALANCE_IN_PROGRESS:  # Kafka lets a transaction commit then
+                return answer(lambda p: error), []
+        producer_id = request["producer_id"]
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        records = []
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for topic in request["topics"]:
+            for p in topic["partitions"]:
+                metadata = p.get("committed_metadata")
+                if metadata is not None and _java_length(metadata) > self.offset_metadata_max_bytes:
+                    errors[(topic["name"], p["partition_index"])] = E.OFFSET_METADATA_TOO_LARGE
+                    continue
+                value = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
+                                          metadata or "", now_ms, -1)
+                pending[(topic["name"], p["partition_index"])] = value
+                records.append(rec.offset_commit_record(group_id, topic["name"], p["partition_index"],
+                                                        self._offset_value(value)))
+        response = answer(lambda p: E.NONE)
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                p["error_code"] = int(errors.get((t["name"], p["partition_index"]), E.NONE))
+        out: list = []
+        if records:
+            out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"])))
+        return response, out
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached `partition` of `__consumer_offsets`: its groups' offsets of this
+        producer's transaction become committed offsets, or are dropped."""
+        groups = self.pending_txn_offsets.get(producer_id)
+        if not groups:
+            return
+        for group_id in [g for g in groups if self.partition_for(g) == partition]:
+            offsets = groups.pop(group_id)
+            if commit:
+                for (topic, index), value in offsets.items():
+                    self._put_offset(group_id, topic, index, value)
+        if not groups:
+            del self.pending_txn_offsets[producer_id]
+
+    def restore_pending_offsets(self, producer_id: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Loading: offset commits of a transaction whose marker is not in the log yet stay pending."""
+        for key, value in records:
+            record = rec.decode_record(key, value)
+            if isinstance(record, rec.OffsetCommitRecord) and record.value is not None:
+                k, v = record.key, record.value
+                self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = (
+                    OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp))
+
+    def _has_pending_offset(self, group_id: str, topic: str, index: int) -> bool:
+        return any((topic, index) in groups.get(group_id, ()) for groups in self.pending_txn_offsets.values())
+
     @staticmethod
     def _offset_value(o: OffsetAndMetadata) -> rec.OffsetCommitValue:
         return rec.OffsetCommitValue(offset=o.offset, metadata=o.metadata, commit_timestamp=o.commit_timestamp,
@@ -832,9 +919,10 @@ class GroupCoordinator:
     def offset_fetch(self, now_ms: int, version: int, request: dict) -> dict:
         self._start(now_ms)
         if version >= 8:
-            return {"throttle_time_ms": 0, "groups": [self._fetch_group(g["group_id"], g.get("topics"))
+            return {"throttle_time_ms": 0, "groups": [self._fetch_group(g["group_id"], g.get("topics"),
+                                                                        request.get("require_stable", False))
                                                       for g in request["groups"]]}
-        result = self._fetch_group(request["group_id"], request.get("topics"))
+        result = self._fetch_group(request["group_id"], request.get("topics"), request.get("require_stable", False))
         error = result["error_code"]
         if version < 2 and error:
             for t in result["topics"]:
@@ -842,7 +930,7 @@ class GroupCoordinator:
                     p["error_code"] = error
         return {"throttle_time_ms": 0, "topics": result["topics"], "error_code": error}
 
-    def _fetch_group(self, group_id: str | None, topics: list[dict] | None) -> dict:
+    def _fetch_group(self, group_id: str | None, topics: list[dict] | None, require_stable: bool = False) -> dict:
         if group_id is None:
             return {"group_id": group_id, "topics": [], "error_code": int(E.INVALID_GROUP_ID)}
         if not self._owns(group_id):
@@ -851,7 +939,10 @@ class GroupCoordinator:
         live = group_id in self.consumer_groups or (group is not None and group.state != GroupState.DEAD)
         offsets = self.offsets.get(group_id, {}) if live else {}
 
-        def partition(index: int, o: OffsetAndMetadata | None) -> dict:
+        def partition(index: int, o: OffsetAndMetadata | None, topic: str) -> dict:
+            if require_stable and self._has_pending_offset(group_id, topic, index):
+                return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                        "metadata": "", "error_code": int(E.UNSTABLE_OFFSET_COMMIT)}
             if o is None:
                 return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
                         "metadata": "", "error_code": 0}
@@ -859,10 +950,10 @@ class GroupCoordinator:
                     "metadata": o.metadata, "error_code": 0}
 
         if topics is None:
-            result = [{"name": name, "partitions": [partition(i, o) for i, o in parts.items()]}
+            result = [{"name": name, "partitions": [partition(i, o, name) for i, o in parts.items()]}
                       for name, parts in offsets.items()]
         else:
-            result = [{"name": t["name"], "partitions": [partition(i, offsets.get(t["name"], {}).get(i))
+            result = [{"name": t["name"], "partitions": [partition(i, offsets.get(t["name"], {}).get(i), t["name"])
                                                          for i in t["partition_indexes"]]} for t in topics]
         return {"group_id": group_id, "topics": result, "error_code": 0}
 
@@ -1237,6 +1328,11 @@ class GroupCoordinator:
                 self._reply_sync(out, member, _sync_response(E.NOT_COORDINATOR))
             self._drop_group(group)
             self.offsets.pop(group_id, None)
+        for producer_id, groups in list(self.pending_txn_offsets.items()):
+            for group_id in [g for g in groups if self.partition_for(g) == partition]:
+                del groups[group_id]
+            if not groups:
+                del self.pending_txn_offsets[producer_id]
         return out
 
 

@@ -9,7 +9,7 @@ KIP-848 consumer-group records (types 3+) are recognised by type and skipped by 
 
 from __future__ import annotations
 
-from odradek.protocol.schema import Api, Array, Bytes, Field, Int32, Int64, String, Struct
+from odradek.protocol.schema import Api, Array, Bytes, Field, Int8, Int16, Int32, Int64, String, Struct
 
 
 class RecordSchema:
@@ -64,4 +64,27 @@ GROUP_METADATA_VALUE = RecordSchema("GroupMetadataValue", (0, 4), 4, [
         Field("assignment", Bytes),
         name="MemberMetadata",
     ))),
+])
+
+# __transaction_state (transaction-coordinator/*.json): the key carries an int16 version (0) and the value one
+# (0 or 1; 1 is flexible and adds the tagged fields).
+TRANSACTION_LOG_KEY = RecordSchema("TransactionLogKey", (0, 0), None, [
+    Field("transactional_id", String, versions="0"),
+])
+
+TRANSACTION_LOG_VALUE = RecordSchema("TransactionLogValue", (0, 1), 1, [
+    Field("producer_id", Int64),
+    Field("previous_producer_id", Int64, tagged_versions="1+", tag=0, default=-1),
+    Field("next_producer_id", Int64, tagged_versions="1+", tag=1, default=-1),
+    Field("producer_epoch", Int16),
+    Field("transaction_timeout_ms", Int32),
+    Field("transaction_status", Int8),
+    Field("transaction_partitions", Array(Struct(
+        Field("topic", String),
+        Field("partition_ids", Array(Int32)),
+        name="PartitionsSchema",
+    )), nullable_versions="0+"),
+    Field("transaction_last_update_timestamp_ms", Int64),
+    Field("transaction_start_timestamp_ms", Int64),
+    Field("client_transaction_version", Int16, tagged_versions="1+", tag=2, default=0),
 ])

@@ -144,7 +144,7 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_RECORD, message)
 
 
-def validate_batches(buf, *, max_batch_size: int | None = None) -> list[BatchInfo]:
+def validate_batches(buf, *, max_batch_size: int | None = None, from_coordinator: bool = False) -> list[BatchInfo]:
     """Check a produce request's records: complete v2 batches with valid CRCs and client-legal headers.
 
     Header checks and CRC only; records are not decoded. Errors, as Kafka answers them:
@@ -156,6 +156,7 @@ def validate_batches(buf, *, max_batch_size: int | None = None) -> list[BatchInf
 
     Kafka (produce v3+) also requires exactly one batch per partition; that check is the
     caller's (`len(infos) != 1` -> INVALID_RECORD) so that this function serves other paths too.
+    A coordinator's own transactional writes (`from_coordinator`) carry a producer id but no sequence.
     """
     view = _view(buf)
     end = len(view)
@@ -200,7 +201,7 @@ def validate_batches(buf, *, max_batch_size: int | None = None) -> list[BatchInf
             raise _invalid(f"lastOffsetDelta {info.last_offset_delta} does not match record count {count}")
         if info.attributes & CONTROL_FLAG:
             raise _invalid("clients may not write control records")
-        if info.producer_id >= 0 and info.base_sequence < 0:
+        if info.producer_id >= 0 and info.base_sequence < 0 and not from_coordinator:
             raise _invalid(f"invalid sequence {info.base_sequence} for producer id {info.producer_id}")
         if info.attributes & COMPRESSION_MASK > codecs.ZSTD:
             raise KafkaError(
@@ -463,6 +464,38 @@ def build_batch(
     _HEADER.pack_into(batch, 0, *header, len(parts))
     _UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return bytes(batch)
+
+
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type (0 abort, 1 commit)
+_MARKER_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def build_marker_batch(
+    commit: bool, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp_ms: int,
+    base_offset: int = 0, partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker: one control record ending the producer's transaction in a partition."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    return build_batch([(key, value, [])], base_offset=base_offset, timestamp_ms=timestamp_ms,
+                       producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True,
+                       is_control=True, partition_leader_epoch=partition_leader_epoch)
+
+
+def read_marker(buf, info: BatchInfo) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of a control batch's transaction marker; None for other control records."""
+    record = decode_batch(buf, info)[0]
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        return None
+    _, marker_type = _CONTROL_KEY.unpack_from(record.key)
+    if marker_type not in (ABORT_MARKER, COMMIT_MARKER):
+        return None
+    coordinator_epoch = -1
+    if record.value is not None and len(record.value) >= _MARKER_VALUE.size:
+        coordinator_epoch = _MARKER_VALUE.unpack_from(record.value)[1]
+    return marker_type, coordinator_epoch
 
 
 def _compress(codec: int, body: bytearray) -> bytes | bytearray:

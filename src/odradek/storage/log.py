@@ -130,6 +130,20 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Kafka's rule: the high watermark stays within [log start offset, log end offset]."""
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the high watermark, or the first offset of a
+        transaction still open or whose marker is not yet replicated, if lower."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(first_unstable, self._high_watermark), self.log_start_offset)
+
+    def aborted_transactions(self, start: int, end: int) -> list:
+        """(producer id, first offset) of the aborted transactions with records in [start, end)."""
+        return self.producer_state.aborted_transactions(start, end)
 
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
@@ -289,7 +303,8 @@ class PartitionLog:
                 continue
             start = offset
             break
-        self.producer_state.rebuild_from(info for info in self._batches_from(start) if info.base_offset >= start)
+        self.producer_state.rebuild_from(self._batches_with_markers_from(start))
+        self.producer_state.on_high_watermark(self._high_watermark)
 
     def _load_leader_epochs(self, recovered_from: int | None, recovered_epochs: list[tuple[int, int]]) -> None:
         """The checkpoint corrected by the batches recovery scanned; if the checkpoint is missing or malformed
@@ -315,6 +330,22 @@ class PartitionLog:
             if first is not None:
                 yield from segment.batches(first.position)
 
+    def _batches_with_markers_from(self, offset: int) -> Iterator[tuple[BatchInfo, tuple[int, int] | None]]:
+        """Batches starting at or after `offset`, each control batch with its transaction marker."""
+        for segment in self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1):]:
+            if segment.next_offset <= offset:
+                continue
+            first = segment.find_batch(offset)
+            if first is None:
+                continue
+            for info in segment.batches(first.position):
+                if info.base_offset < offset:
+                    continue
+                marker = None
+                if info.is_control and info.producer_id >= 0:
+                    marker = records.read_marker(segment.read_batch(info), info._replace(position=0))
+                yield info, marker
+
     def _write_producer_snapshot(self, offset: int) -> None:
         checkpoint.write_atomic(os.path.join(self.directory, file_name(offset, SNAPSHOT_SUFFIX)),
                                 self.producer_state.snapshot())
@@ -323,11 +354,17 @@ class PartitionLog:
 
     # ---- appending
 
-    def append_as_leader(self, records_view, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
-        """Validate a produce request's records, assign offsets and write them: one batch, one write."""
+    def append_as_leader(self, records_view, *, now_ms: int, leader_epoch: int = 0,
+                         from_coordinator: bool = False, verification: object | None = False) -> AppendInfo:
+        """Validate a produce request's records, assign offsets and write them: one batch, one write.
+
+        `verification`: False when transactional batches need no verification; else the guard a verification
+        with the transaction coordinator got (None: none was made), see ProducerStateManager.check_verified.
+        """
         config = self.config
         self._check_writable()
-        infos = records.validate_batches(records_view, max_batch_size=config.max_message_bytes)
+        infos = records.validate_batches(records_view, max_batch_size=config.max_message_bytes,
+                                         from_coordinator=from_coordinator)
         if len(infos) != 1:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              f"a produce request must carry exactly one record batch per partition, not {len(infos)}")
@@ -340,6 +377,8 @@ class PartitionLog:
                              f"record batch of {info.size} bytes exceeds segment.bytes {config.segment_bytes}")
         append_time = now_ms if config.log_append_time else None
         duplicate = self.producer_state.check(info)
+        if duplicate is None and verification is not False:
+            self.producer_state.check_verified(info, verification)
         if duplicate is not None:
             return AppendInfo(duplicate.first_offset, duplicate.last_offset,
                               duplicate.timestamp if append_time is not None else -1,
@@ -371,6 +410,26 @@ class PartitionLog:
             self.flush()
         return AppendInfo(first, last, -1 if append_time is None else append_time, self.log_start_offset,
                           info.record_count)
+
+    def append_marker(self, commit: bool, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      now_ms: int, leader_epoch: int = 0) -> AppendInfo:
+        """WriteTxnMarkers: end the producer's transaction here with a commit or abort control batch."""
+        self._check_writable()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        first = self.log_end_offset
+        buf = bytearray(records.build_marker_batch(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                                   coordinator_epoch=coordinator_epoch, timestamp_ms=now_ms))
+        info = records.read_batch_info(buf, 0)
+        self._maybe_roll(len(buf), first, first, now_ms, now_ms)
+        records.assign_offsets(buf, (info,), first, partition_leader_epoch=leader_epoch)
+        self.active.append(buf, [(0, len(buf), first, now_ms)], self.config.index_interval_bytes)
+        self.producer_state.update(info, first, first, now_ms,
+                                   marker=(records.COMMIT_MARKER if commit else records.ABORT_MARKER, coordinator_epoch))
+        self.leader_epochs.assign(leader_epoch, first)
+        self._unflushed_messages += 1
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first, first, -1, self.log_start_offset, 1)
 
     def append_as_follower(self, records_view, *, now_ms: int) -> AppendInfo:
         """Append replicated batches as the leader wrote them: offsets, timestamps and epochs are kept.
@@ -405,7 +464,8 @@ class PartitionLog:
             self._maybe_roll(info.size, info.base_offset, info.last_offset, info.max_timestamp, now_ms)
             self.active.append(view[info.position:info.end], [(0, info.size, info.last_offset, info.max_timestamp)],
                                config.index_interval_bytes)
-            self.producer_state.update(info, info.base_offset, info.last_offset)
+            marker = records.read_marker(view, info) if info.is_control and info.producer_id >= 0 else None
+            self.producer_state.update(info, info.base_offset, info.last_offset, marker=marker)
             if info.partition_leader_epoch >= 0:
                 self.leader_epochs.assign(info.partition_leader_epoch, info.base_offset)
             record_count += info.record_count
@@ -736,6 +796,7 @@ class PartitionLog:
             self._apply_retention(now_ms)
         self._delete_due_segments(now_ms)
         self.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
+        self.producer_state.forget_aborted_before(self.log_start_offset)
 
     def _delete_due_segments(self, now_ms: int | None) -> None:
         remaining = []

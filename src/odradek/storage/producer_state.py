@@ -11,6 +11,12 @@ Follows Kafka's ProducerStateManager / ProducerAppendInfo / ProducerStateEntry f
 * an unknown producer id is accepted at any sequence (its state may be gone after retention,
   DeleteRecords or truncation).
 
+Transactions (Kafka's transactional ProducerAppendInfo): a producer's first transactional batch opens its
+transaction at that offset; a non-transactional batch while one is open is INVALID_TXN_STATE; a commit or
+abort marker (control batch) closes it. The first offset of any transaction still open, or closed by a
+marker the high watermark has not yet passed, bounds the last stable offset. Aborted transactions are kept
+as (producer id, first offset, marker offset) for read_committed fetches until retention passes them.
+
 The partition's shell calls `check` before appending a batch and `update` after, with the batch's
 assigned offsets; on recovery it `load`s the last snapshot and replays later batches with
 `rebuild_from`.
@@ -24,17 +30,20 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import BatchInfo
+from odradek.protocol.records import ABORT_MARKER, BatchInfo
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc32c of the rest, producer count
-_PRODUCER = struct.Struct(">qhb")  # producer id, epoch, batch count
+_PRODUCER_V1 = struct.Struct(">qhb")  # producer id, epoch, batch count
+_PRODUCER = struct.Struct(">qhiqb")  # producer id, epoch, coordinator epoch, open transaction's first offset, batches
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
+_COUNT = struct.Struct(">i")
+_ABORTED = struct.Struct(">qqq")  # producer id, first offset, marker offset
 
 
 class BatchMetadata(NamedTuple):
@@ -53,15 +62,25 @@ class DuplicateInfo(NamedTuple):
     timestamp: int
 
 
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
+
+
 class ProducerEntry:
-    """One producer id's epoch and its last `NUM_BATCHES_TO_RETAIN` batches, oldest first."""
+    """One producer id's epoch, its last `NUM_BATCHES_TO_RETAIN` batches (oldest first), the epoch of the
+    coordinator that wrote its last marker and the first offset of its open transaction (-1: none)."""
 
-    __slots__ = ("producer_id", "epoch", "batches")
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "txn_first_offset")
 
-    def __init__(self, producer_id: int, epoch: int = NO_PRODUCER_EPOCH):
+    def __init__(self, producer_id: int, epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
+                 txn_first_offset: int = -1):
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = coordinator_epoch
+        self.txn_first_offset = txn_first_offset
 
     @property
     def last_seq(self) -> int:
@@ -98,6 +117,12 @@ class CorruptSnapshotError(ValueError):
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # transactions closed by a marker at or above the high watermark: (first offset, marker offset)
+        self.unreplicated: list[tuple[int, int]] = []
+        self.aborted: list[AbortedTxn] = []  # by marker offset
+        # KIP-890: producer id -> the guard of a verification with the coordinator under way. A marker drops
+        # it, so a transactional batch verified before a marker that ended its transaction is refused.
+        self.verifying: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -126,6 +151,11 @@ class ProducerStateManager:
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"epoch {epoch} of producer {info.producer_id} is older than the last seen epoch {entry.epoch}",
             )
+        if not info.is_transactional and entry.txn_first_offset >= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {info.producer_id} sent a non-transactional batch inside its open transaction",
+            )
         if first_seq < 0:
             return None
         if epoch != entry.epoch:
@@ -141,11 +171,51 @@ class ProducerStateManager:
             )
         return None
 
+    def needs_verification(self, producer_id: int) -> bool:
+        """A transactional batch of a producer without an open transaction here must be verified first."""
+        entry = self.producers.get(producer_id)
+        return entry is None or entry.txn_first_offset < 0
+
+    def start_verification(self, producer_id: int) -> object:
+        return self.verifying.setdefault(producer_id, object())
+
+    def check_verified(self, info: BatchInfo, guard: object | None) -> None:
+        """Raise INVALID_TXN_STATE for a transactional batch that would open a transaction here without a
+        verification still standing (the coordinator did not add this partition, or a marker came since)."""
+        if info.is_transactional and self.needs_verification(info.producer_id) and (
+                guard is None or self.verifying.get(info.producer_id) is not guard):
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Validate a transaction marker from the coordinator: raises TRANSACTION_COORDINATOR_FENCED for a
+        marker from an older coordinator, INVALID_PRODUCER_EPOCH for an older producer epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker of coordinator epoch {coordinator_epoch} for producer {producer_id} is older than "
+                f"{entry.coordinator_epoch}",
+            )
+        if epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {epoch} of producer {producer_id} is older than the last seen epoch {entry.epoch}",
+            )
+
     def update(
-        self, info: BatchInfo, first_offset: int, last_offset: int, timestamp: int | None = None
+        self,
+        info: BatchInfo,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int | None = None,
+        *,
+        marker: tuple[int, int] | None = None,
     ) -> None:
         """Record an appended batch at its assigned offsets. `timestamp` defaults to the batch's maxTimestamp
-        (pass the LogAppendTime when the broker set one)."""
+        (pass the LogAppendTime when the broker set one). A control batch passes its `marker`: (type,
+        coordinator epoch)."""
         if info.producer_id < 0:
             return
         entry = self.producers.get(info.producer_id)
@@ -156,7 +226,15 @@ class ProducerStateManager:
                 return
             entry.epoch = info.producer_epoch
             entry.batches.clear()
-        if info.is_control or info.base_sequence < 0:
+        if info.is_control:
+            if marker is not None:
+                self.verifying.pop(info.producer_id, None)
+                self._close_txn(entry, marker, first_offset)
+            return
+        if info.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+            self.verifying.pop(info.producer_id, None)
+        if info.base_sequence < 0:
             return
         entry.batches.append(
             BatchMetadata(
@@ -168,16 +246,52 @@ class ProducerStateManager:
             )
         )
 
-    def rebuild_from(self, infos: Iterable[BatchInfo]) -> None:
-        """Replay batches read back from the log (offsets as stored), on top of the current state."""
-        for info in infos:
+    def _close_txn(self, entry: ProducerEntry, marker: tuple[int, int], marker_offset: int) -> None:
+        marker_type, coordinator_epoch = marker
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        first = entry.txn_first_offset
+        if first < 0:
+            return  # a marker for a transaction that wrote nothing here (or a retried marker)
+        entry.txn_first_offset = -1
+        self.unreplicated.append((first, marker_offset))
+        if marker_type == ABORT_MARKER:
+            self.aborted.append(AbortedTxn(entry.producer_id, first, marker_offset))
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Transactions whose marker the high watermark passed are stable."""
+        if self.unreplicated:
+            self.unreplicated = [txn for txn in self.unreplicated if txn[1] >= high_watermark]
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of an open transaction or of one whose marker is not yet replicated."""
+        firsts = [entry.txn_first_offset for entry in self.producers.values() if entry.txn_first_offset >= 0]
+        firsts.extend(first for first, _ in self.unreplicated)
+        return min(firsts, default=None)
+
+    def open_transactions(self) -> list[ProducerEntry]:
+        return [entry for entry in self.producers.values() if entry.txn_first_offset >= 0]
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [start, end): what a read_committed fetch there must skip."""
+        return [txn for txn in self.aborted if txn.last_offset >= start and txn.first_offset < end]
+
+    def forget_aborted_before(self, log_start_offset: int) -> None:
+        if self.aborted and self.aborted[0].last_offset < log_start_offset:
+            self.aborted = [txn for txn in self.aborted if txn.last_offset >= log_start_offset]
+
+    def rebuild_from(self, batches: Iterable[tuple[BatchInfo, tuple[int, int] | None]]) -> None:
+        """Replay batches read back from the log (offsets as stored), on top of the current state: each with
+        its marker (type, coordinator epoch) when it is a control batch."""
+        for info, marker in batches:
             if info.producer_id >= 0:
-                self.update(info, info.base_offset, info.last_offset)
+                self.update(info, info.base_offset, info.last_offset, marker=marker)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
-        """Forget producers idle for `producer.id.expiration.ms`; returns the ids removed."""
+        """Forget producers idle for `producer.id.expiration.ms` with no open transaction; returns the ids."""
         expired = [
-            pid for pid, entry in self.producers.items() if now_ms - entry.last_timestamp >= expiration_ms
+            pid
+            for pid, entry in self.producers.items()
+            if now_ms - entry.last_timestamp >= expiration_ms and entry.txn_first_offset < 0
         ]
         for pid in expired:
             del self.producers[pid]
@@ -185,13 +299,19 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.unreplicated.clear()
+        self.aborted.clear()
 
     def snapshot(self) -> bytes:
         body = bytearray()
         for entry in self.producers.values():
-            body += _PRODUCER.pack(entry.producer_id, entry.epoch, len(entry.batches))
+            body += _PRODUCER.pack(entry.producer_id, entry.epoch, entry.coordinator_epoch, entry.txn_first_offset,
+                                   len(entry.batches))
             for batch in entry.batches:
                 body += _BATCH.pack(*batch)
+        body += _COUNT.pack(len(self.aborted))
+        for txn in self.aborted:
+            body += _ABORTED.pack(*txn)
         header = _SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, crc32c(body), len(self.producers))
         return header + bytes(body)
 
@@ -201,26 +321,41 @@ class ProducerStateManager:
         if len(view) < _SNAPSHOT_HEADER.size:
             raise CorruptSnapshotError("producer state snapshot is truncated")
         version, crc, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in (1, SNAPSHOT_VERSION):
             raise CorruptSnapshotError(f"unknown producer state snapshot version {version}")
         if crc32c(view[_SNAPSHOT_HEADER.size :]) != crc:
             raise CorruptSnapshotError("producer state snapshot checksum mismatch")
         producers: dict[int, ProducerEntry] = {}
+        aborted: list[AbortedTxn] = []
         pos = _SNAPSHOT_HEADER.size
         try:
             for _ in range(count):
-                producer_id, epoch, batch_count = _PRODUCER.unpack_from(view, pos)
-                pos += _PRODUCER.size
-                entry = ProducerEntry(producer_id, epoch)
+                if version == 1:
+                    producer_id, epoch, batch_count = _PRODUCER_V1.unpack_from(view, pos)
+                    entry = ProducerEntry(producer_id, epoch)
+                    pos += _PRODUCER_V1.size
+                else:
+                    producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = _PRODUCER.unpack_from(
+                        view, pos)
+                    entry = ProducerEntry(producer_id, epoch, coordinator_epoch, txn_first_offset)
+                    pos += _PRODUCER.size
                 for _ in range(batch_count):
                     entry.batches.append(BatchMetadata(*_BATCH.unpack_from(view, pos)))
                     pos += _BATCH.size
                 producers[producer_id] = entry
+            if version > 1:
+                (aborted_count,) = _COUNT.unpack_from(view, pos)
+                pos += _COUNT.size
+                for _ in range(aborted_count):
+                    aborted.append(AbortedTxn(*_ABORTED.unpack_from(view, pos)))
+                    pos += _ABORTED.size
         except struct.error:
             raise CorruptSnapshotError("producer state snapshot is truncated") from None
         if pos != len(view):
             raise CorruptSnapshotError("trailing bytes in producer state snapshot")
         self.producers = producers
+        self.aborted = aborted
+        self.unreplicated = []
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> "ProducerStateManager":

@@ -42,7 +42,7 @@ def handle_fetch(broker, ctx, request: dict):
 
     max_bytes = min(request.get("max_bytes", 0x7FFFFFFF), broker.config["fetch.max.bytes"])
     isolation = request.get("isolation_level", 0)
-    reads = _read(broker, context, max_bytes)
+    reads = _read(broker, context, max_bytes, isolation)
     total = sum(r.size for _, r in reads)
     errors = any(r.error != ErrorCode.NONE for _, r in reads)
     if request["max_wait_ms"] <= 0 or total >= request["min_bytes"] or errors or not context.partitions:
@@ -55,7 +55,7 @@ async def _long_poll(broker, context: FetchContext, max_bytes: int, request: dic
     keys = [(p.topic, p.partition) for p in context.partitions if p.topic is not None]
     while True:
         await broker.replicas.wait_for_data(keys, deadline - time.monotonic())
-        reads = _read(broker, context, max_bytes)
+        reads = _read(broker, context, max_bytes, isolation)
         total = sum(r.size for _, r in reads)
         if total >= request["min_bytes"] or time.monotonic() >= deadline or any(
                 r.error != ErrorCode.NONE for _, r in reads):
@@ -110,7 +110,7 @@ def _resolve(image, version: int, topic: dict) -> tuple[str | None, bytes]:
     return topic["topic"], (known.topic_id if known else ZERO_UUID)
 
 
-def _read(broker, context: FetchContext, max_bytes: int) -> list:
+def _read(broker, context: FetchContext, max_bytes: int, isolation: int) -> list:
     remaining = max_bytes
     first_data = True
     reads = []
@@ -120,7 +120,7 @@ def _read(broker, context: FetchContext, max_bytes: int) -> list:
             continue
         limit = max(0, min(p.max_bytes, remaining))
         read = broker.replicas.read(p.topic, p.partition, p.fetch_offset, limit, p.current_leader_epoch,
-                                    min_one_batch=first_data)
+                                    min_one_batch=first_data, read_committed=isolation == READ_COMMITTED)
         if read.size:
             first_data = False
             remaining -= read.size
@@ -143,7 +143,9 @@ def _response(context: FetchContext, reads: list, isolation: int) -> dict:
         entry["partitions"].append({
             "partition_index": p.partition, "error_code": read.error, "high_watermark": read.high_watermark,
             "last_stable_offset": read.last_stable_offset, "log_start_offset": read.log_start_offset,
-            "aborted_transactions": [] if isolation == READ_COMMITTED else None,
+            "aborted_transactions": None if read.aborted_transactions is None else [
+                {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                for txn in read.aborted_transactions],
             "preferred_read_replica": -1, "records": read.records if read.records is not None else b"",
         })
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": context.session_id,

@@ -3,6 +3,7 @@
 from odradek.broker.group_service import OFFSETS_TOPIC
 from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.broker.replica_manager import now_ms
+from odradek.broker.transaction_service import TRANSACTION_TOPIC
 from odradek.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
@@ -12,29 +13,34 @@ TRANSACTION_KEY_TYPE = 1
 async def handle_find_coordinator(broker, ctx, request: dict) -> dict:
     key_type = request.get("key_type", GROUP_KEY_TYPE)
     offsets_ready = key_type == GROUP_KEY_TYPE and await broker.groups.ensure_offsets_topic()
+    transactions_ready = key_type == TRANSACTION_KEY_TYPE and await broker.transactions.ensure_topic()
+
+    internal_topic = TRANSACTION_TOPIC if key_type == TRANSACTION_KEY_TYPE else OFFSETS_TOPIC
 
     def locate(key: str) -> dict:
         found = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
                  "error_message": None}
-        if key_type == TRANSACTION_KEY_TYPE:
-            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported yet")
-            return found
-        if key_type != GROUP_KEY_TYPE:
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             found.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}")
             return found
-        if not offsets_ready:
-            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the offsets topic is unavailable")
+        if not (offsets_ready or transactions_ready):
+            found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         error_message=f"the {internal_topic} topic is unavailable")
             return found
-        index = broker.groups.core.partition_for(key)
-        partition = broker.image.topics[OFFSETS_TOPIC].partitions.get(index)
+        if key_type == TRANSACTION_KEY_TYPE and not key:
+            found.update(error_code=ErrorCode.INVALID_REQUEST, error_message="empty transactional id")
+            return found
+        core = broker.groups.core if key_type == GROUP_KEY_TYPE else broker.transactions.core
+        index = core.partition_for(key)
+        partition = broker.image.topics[internal_topic].partitions.get(index)
         endpoint = next((e for e in broker.broker_endpoints(ctx.connection.listener, key="node_id")
                          if partition is not None and e["node_id"] == partition.leader), None)
         if endpoint is None:
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                         error_message="the group's offsets partition has no leader")
-        elif partition.leader == broker.node_id and broker.log_manager.is_offline(OFFSETS_TOPIC, index):
+                         error_message=f"the key's {internal_topic} partition has no leader")
+        elif partition.leader == broker.node_id and broker.log_manager.is_offline(internal_topic, index):
             found.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                         error_message="the group's offsets partition is on an offline log dir")
+                         error_message=f"the key's {internal_topic} partition is on an offline log dir")
         else:
             found.update(node_id=endpoint["node_id"], host=endpoint["host"], port=endpoint["port"])
         return found

@@ -2,17 +2,52 @@
 
 acks=1 answers once the leader has written; acks=all once the high watermark has passed the batch, that is
 once every in-sync replica has it (or with an error at the request's timeout or a leadership change).
+
+A transactional batch that would open its producer's transaction in a partition is first verified with the
+transaction coordinator (KIP-890): the partition must be in the producer's ongoing transaction, so a late
+or stray write cannot leave a transaction open that no marker will close.
 """
 
 import asyncio
 
 from odradek.broker.handlers.metadata import INTERNAL_TOPICS
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol import records
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 VALID_ACKS = (0, 1, -1)
 
 
 def handle_produce(broker, ctx, request: dict):
+    if request.get("transactional_id") is not None and request["acks"] in VALID_ACKS:
+        return _verify_then_append(broker, request)
+    return _append(broker, request, {})
+
+
+async def _verify_then_append(broker, request: dict):
+    guards = {}  # (topic, partition) -> verification guard
+    producer = None
+    for topic in request["topic_data"]:
+        for data in topic["partition_data"]:
+            try:
+                info = records.read_batch_info(data["records"] or b"", 0)
+            except KafkaError:
+                continue  # the append reports what is wrong with it
+            if not (info.is_transactional and info.producer_id >= 0):
+                continue
+            producer = (info.producer_id, info.producer_epoch)
+            guard = broker.replicas.start_verification(topic["name"], data["index"], info.producer_id)
+            if guard is not None:
+                guards[(topic["name"], data["index"])] = guard
+    errors = {}
+    if guards:
+        errors = await broker.transactions.verify(request["transactional_id"], *producer, list(guards))
+    verified = {key: guard for key, guard in guards.items() if errors.get(key, ErrorCode.NONE) == ErrorCode.NONE}
+    response = _append(broker, request, {key: error for key, error in errors.items() if error != ErrorCode.NONE},
+                       verified, transactional=True)
+    return await response if asyncio.iscoroutine(response) else response
+
+
+def _append(broker, request: dict, refused: dict, verified: dict | None = None, *, transactional: bool = False):
     acks = request["acks"]
     responses = []
     replicating = []  # (partition response, topic, partition, last offset, leader epoch) awaiting acks=all
@@ -27,11 +62,14 @@ def handle_produce(broker, ctx, request: dict):
                 partition_responses.append(_error(data["index"], ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                   f"Cannot append to internal topic {name}"))
                 continue
-            if request.get("transactional_id") is not None:
-                partition_responses.append(_error(data["index"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                                  "transactions are not supported yet"))
+            error = refused.get((name, data["index"]))
+            if error is not None:
+                partition_responses.append(_error(data["index"], error, "Partition was not added to the transaction"
+                                                  if error == ErrorCode.INVALID_TXN_STATE else None))
                 continue
-            result = broker.replicas.append(name, data["index"], data["records"], acks)
+            result = broker.replicas.append(name, data["index"], data["records"], acks,
+                                            verification=verified.get((name, data["index"])) if transactional
+                                            else False)
             answer = {
                 "index": data["index"], "error_code": result.error, "base_offset": result.base_offset,
                 "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,

@@ -1,12 +1,16 @@
-"""InitProducerId: producer ids for idempotent producers (transactional ids arrive with transactions)."""
+"""InitProducerId: producer ids for idempotent producers; a transactional id goes to its coordinator."""
 
+from odradek.broker.handlers.transactions import init_transactional_producer
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
 async def handle_init_producer_id(broker, ctx, request: dict) -> dict:
     if request["transactional_id"] is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+        if request["transactional_id"] == "" or (request.get("producer_id", -1) < 0) != (
+                request.get("producer_epoch", -1) < 0):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1,
+                    "producer_epoch": -1}
+        return await init_transactional_producer(broker, ctx, request)
     # Without a transactional id every call gets a fresh id, also when an idempotent producer asks to bump
     # its epoch after an error (KIP-360): a new id restarts its sequences cleanly.
     try:

@@ -51,6 +51,7 @@ from odradek.protocol.messages.sasl_handshake import SASL_HANDSHAKE
 from odradek.protocol.messages.sync_group import SYNC_GROUP
 from odradek.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from odradek.protocol.messages.vote import VOTE
+from odradek.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from odradek.protocol.schema import Api
 
 SUPPORTED_APIS: tuple[Api, ...] = (
@@ -77,6 +78,7 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     ADD_PARTITIONS_TO_TXN,
     ADD_OFFSETS_TO_TXN,
     END_TXN,
+    WRITE_TXN_MARKERS,
     TXN_OFFSET_COMMIT,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
