@@ -6,7 +6,7 @@ One cleaning of one partition, as Kafka does it:
    `min.cleanable.dirty.ratio`, or one whose oldest dirty batch is older than `max.compaction.lag.ms`.
    The dirty section runs from the checkpointed first dirty offset to the first uncleanable offset: the
    active segment, the high watermark, and the first segment holding records younger than
-   `min.compaction.lag.ms`. The closed segments' descriptors are duplicated, so the work below never
+   `min.compaction.lag.ms`, and the last stable offset. The closed segments' descriptors are duplicated, so the work below never
    races with retention or deletion closing them.
 2. `build` (a worker thread): an offset map of key hash -> last offset over the dirty section, bounded
    by `log.cleaner.dedupe.buffer.size` (24 bytes an entry, load factor 0.9, as Kafka's SkimpyOffsetMap);
@@ -15,7 +15,9 @@ One cleaning of one partition, as Kafka does it:
    into `<base>.log.cleaned` files (and indexes) keeping, per key, only the record at the mapped offset.
    Offsets never change: a rewritten batch keeps its base offset, last offset delta, producer id, epoch
    and base sequence; a batch left empty is dropped unless it is its producer's last batch (then kept
-   empty, so the producer's sequence survives). Tombstones get a delete horizon (KIP-534: the batch's
+   empty, so the producer's sequence survives). Records of aborted transactions neither enter the map
+   nor survive a cleaning; transaction markers are kept; cleaning stops at the last stable offset, so an
+   undecided transaction is never cleaned. Tombstones get a delete horizon (KIP-534: the batch's
    baseTimestamp becomes now + `delete.retention.ms`, attribute bit 6) when first cleaned, and are
    dropped by the first cleaning after it.
 3. `install` (event loop, one synchronous step, so no produce or fetch interleaves): each `.cleaned` log
@@ -181,6 +183,7 @@ class CleaningTask:
     last_offsets_of_producers: dict[int, int]
     now_ms: int
     dirty_ratio: float
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> [(first, marker)]
     cleaned: list[tuple[list[LogSegment], int]] = field(default_factory=list)  # (replaced segments, base)
     end_offset: int = -1
 
@@ -226,7 +229,7 @@ class LogCleaner:
         config = partition_log.config
         segments = partition_log.segments
         first_dirty = self.first_dirty_offset(partition_log)
-        first_uncleanable = min(partition_log.active.base_offset, partition_log.high_watermark)
+        first_uncleanable = min(partition_log.active.base_offset, partition_log.last_stable_offset)
         if config.min_compaction_lag_ms > 0:
             cutoff = now_ms - config.min_compaction_lag_ms
             for index, segment in enumerate(segments[:-1]):
@@ -280,8 +283,11 @@ class LogCleaner:
             copies.append(_SegmentCopy(segment, os.dup(segment.fd), segment.size, segment.base_offset,
                                        segments[index + 1].base_offset))
         last_offsets = {pid: entry.last_offset for pid, entry in partition_log.producer_state.producers.items()}
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for txn in partition_log.producer_state.aborted:
+            aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
         return CleaningTask(partition_log, self.log_manager.dir_of(partition_log), first_dirty, first_uncleanable,
-                            copies, last_offsets, now_ms, ratio)
+                            copies, last_offsets, now_ms, ratio, aborted)
 
     # ---- cleaning (thread-safe: touches only the task's own descriptors and new files)
 
@@ -313,7 +319,7 @@ class LogCleaner:
                     return
                 if len(offset_map) and not offset_map.has_room_for(info.record_count):
                     return  # full: the cleaning covers offsets up to here; the rest is the next one's
-                if not info.is_control:
+                if not info.is_control and not _in_aborted_txn(task, info):
                     body = codecs.decompress(info.compression, memoryview(data)[BATCH_HEADER_SIZE:])
                     for record in _parse_records(body, info.record_count):
                         offset = info.base_offset + record.offset_delta
@@ -378,7 +384,11 @@ class LogCleaner:
     def _filter_batch(self, task: CleaningTask, info: BatchInfo, data: bytes, offset_map: OffsetMap) -> bytes | None:
         """The batch with only the records to keep; the original bytes if all stay; None to drop it."""
         if info.is_control:
-            return data  # transactions are not supported yet: markers are kept as they are
+            return data  # markers are kept: read_committed consumers of what remains still need them
+        if info.base_offset <= offset_map.latest_offset and _in_aborted_txn(task, info):
+            if info.producer_id >= 0 and task.last_offsets_of_producers.get(info.producer_id) == info.last_offset:
+                return _empty_batch(info)
+            return None
         now_ms = task.now_ms
         horizon = info.base_timestamp if info.has_delete_horizon else None
         body = codecs.decompress(info.compression, memoryview(data)[BATCH_HEADER_SIZE:])
@@ -505,6 +515,12 @@ class LogCleaner:
 
     def stop(self) -> None:
         self._stop.stopping = True
+
+
+def _in_aborted_txn(task: CleaningTask, info: BatchInfo) -> bool:
+    if not info.is_transactional:
+        return False
+    return any(first <= info.base_offset <= marker for first, marker in task.aborted.get(info.producer_id, ()))
 
 
 def _remove_cleaned(directory: str, base: int) -> None:
