@@ -232,12 +232,6 @@ class TransactionService:
         markers = await self._write(transit, index)
         self._spawn(self._finish(markers, index))
 
-    async def abort(self, transactional_id: str) -> None:
-        """An operator's forced abort of an open transaction (its producer is fenced)."""
-        index = self.check_coordinator(transactional_id)
-        markers = await self._write(self.core.prepare_abort(transactional_id, now_ms()), index)
-        self._spawn(self._finish(markers, index))
-
     # ---- writing state and markers
 
     async def _write(self, transit: Transit, index: int) -> EndMarkers | None:

@@ -206,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_consume_parser(commands, client)
     _module("groups").add_groups_parser(commands, client, output)
     add_cluster_parser(commands, client, output)
+    add_transactions_parser(commands, client, output)
     return parser
 
 
@@ -352,6 +353,42 @@ def add_cluster_parser(commands, client, output) -> None:
                        description="Show the metadata quorum (leader, epoch, each voter's lag), the brokers, how "
                                    "many partitions each leads, and the partitions whose ISR is short of replicas.")
     p.set_defaults(run=lambda args: _module("cluster").cluster_status(args))
+
+
+def add_transactions_parser(commands, client, output) -> None:
+    transactions = commands.add_parser("transactions", help="list, describe and abort transactions",
+                                       description="Inspect transactions, like kafka-transactions.sh.")
+    sub = transactions.add_subparsers(dest="transactions_command", metavar="ACTION", parser_class=ArgumentParser)
+    sub.required = True
+    p = sub.add_parser("list", parents=[client, output], help="list transactional ids and their state",
+                       description="List the transactional ids every coordinator knows, with producer id and state.")
+    p.add_argument("--state", metavar="STATE", action="append", default=[],
+                   help="only this state (repeatable): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
+                        "CompleteAbort")
+    p.add_argument("--producer-id", metavar="ID", type=non_negative_int, action="append", default=[],
+                   help="only this producer id (repeatable)")
+    p.add_argument("--duration-ms", metavar="MS", type=non_negative_int,
+                   help="only transactions open for at least this long")
+    p.set_defaults(run=lambda args: _module("transactions").list_transactions(args))
+    p = sub.add_parser("describe", parents=[client, output], help="describe a transactional id",
+                       description="Show a transactional id's coordinator, producer id and epoch, state, timeout, "
+                                   "how long its transaction has been open and its partitions.")
+    p.add_argument("--transactional-id", required=True, metavar="ID")
+    p.set_defaults(run=lambda args: _module("transactions").describe_transaction(args))
+    p = sub.add_parser("describe-producers", parents=[client, output], help="producers of a partition",
+                       description="Show the producers a partition's leader knows: epoch, last sequence, and the "
+                                   "start offset of an open transaction.")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", required=True, type=non_negative_int)
+    p.set_defaults(run=lambda args: _module("transactions").describe_producers(args))
+    p = sub.add_parser("abort", parents=[client], help="abort a hanging transaction on a partition",
+                       description="Write an abort marker for the open transaction that starts at --start-offset of "
+                                   "the partition (find it with describe-producers). For transactions their "
+                                   "coordinator no longer knows; it fences nothing at the coordinator.")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", required=True, type=non_negative_int)
+    p.add_argument("--start-offset", required=True, type=non_negative_int)
+    p.set_defaults(run=lambda args: _module("transactions").abort_transaction(args))
 
 
 def offset_spec(text: str) -> int | str:

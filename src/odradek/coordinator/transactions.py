@@ -294,17 +294,6 @@ class TransactionCoordinator:
         return [self._fence_and_abort(txn, now_ms) for txn in self.txns.values()
                 if txn.state == TxnState.ONGOING and txn.pending is None and now_ms - txn.start_ms > txn.timeout_ms]
 
-    def prepare_abort(self, transactional_id: str, now_ms: int) -> Transit:
-        """An operator's abort of a hanging transaction (`odradek transactions abort`)."""
-        txn = self.txns.get(transactional_id)
-        if txn is None:
-            raise KafkaError(E.TRANSACTIONAL_ID_NOT_FOUND, f"no transactional id {transactional_id!r}")
-        self._check_not_busy(txn)
-        if txn.state != TxnState.ONGOING:
-            raise KafkaError(E.INVALID_TXN_STATE, f"{transactional_id!r} has no open transaction "
-                                                  f"(state {txn.state.display})")
-        return self._fence_and_abort(txn, now_ms)
-
     # ---- writing transits
 
     def begin(self, transit: Transit) -> None:
