@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from confluent_kafka import KafkaException, Producer  # noqa: E402
 from pyspark.sql import Row  # noqa: E402
 from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
 
@@ -18,6 +19,7 @@ from odradek.spark.sink import (  # noqa: E402
     check_schema,
     commit_batch,
     read_sink_state,
+    transactional_id,
     write_streaming_task,
 )
 from tests.spark.topics import create_topic, read_all, unique  # noqa: E402
@@ -72,24 +74,30 @@ def test_replay_of_a_committed_batch_writes_nothing(shared_node, commits_topic):
     assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(5)]
 
 
-def test_replay_of_a_partly_written_uncommitted_batch_writes_only_the_missing_records(shared_node, commits_topic):
+def test_an_attempt_that_died_mid_batch_is_aborted_and_the_replay_writes_every_record_once(shared_node,
+                                                                                            commits_topic):
     topic, sink = unique("partial"), unique("sink")
     create_topic(shared_node.bootstrap, topic, partitions=3)
     options = stream_options(shared_node.bootstrap, topic, sink)
-    # batch 0 committed; batch 1's first attempt died after writing 4 of its 10 records (no commit marker)
     write_streaming_task(options, rows(3, start=100), batch_id=0, task=0)
     commit_batch(options, 0)
-    batch = rows(10)
-    assert write_streaming_task(options, batch[:4], batch_id=1, task=0).written == 4
-    # the replay gets the same rows, possibly in another order (a shuffle read)
-    replay = write_streaming_task(options, list(reversed(batch)), batch_id=1, task=0)
-    assert (replay.written, replay.skipped) == (6, 4)
+    # batch 1's first attempt died after writing 4 of its 10 records: its transaction is left open
+    dead = Producer({"bootstrap.servers": shared_node.bootstrap, "transactional.id": transactional_id(sink, 0)})
+    dead.init_transactions(30)
+    dead.begin_transaction()
+    for i in range(4):
+        dead.produce(topic, key=b"k", value=f"v{i}".encode())
+    dead.flush(30)
+    replay = write_streaming_task(options, rows(10), batch_id=1, task=0)  # fences the dead attempt
+    assert (replay.written, replay.skipped) == (10, 0)
     commit_batch(options, 1)
 
-    written = read_all(shared_node.bootstrap, topic)
+    written = read_all(shared_node.bootstrap, topic)  # read_committed
     assert sorted(values(written)) == sorted([f"v{i}".encode() for i in range(10)] +
                                              [f"v{i}".encode() for i in range(100, 103)])
     assert all(dict(h)[HEADER_BATCH] in (b"0", b"1") for _, _, _, h in written)
+    with pytest.raises(KafkaException):  # the dead attempt is fenced
+        dead.commit_transaction(10)
 
 
 def test_a_fully_written_uncommitted_batch_is_not_written_again(shared_node, commits_topic):
@@ -98,14 +106,13 @@ def test_a_fully_written_uncommitted_batch_is_not_written_again(shared_node, com
     assert write_streaming_task(options, rows(6), batch_id=0, task=0).written == 6
     replay = write_streaming_task(options, rows(6), batch_id=0, task=0)
     assert (replay.written, replay.skipped) == (0, 6)
+    assert sorted(values(read_all(shared_node.bootstrap, topic))) == sorted(f"v{i}".encode() for i in range(6))
 
 
-def test_identical_records_in_one_batch_are_each_written_once(shared_node, commits_topic):
+def test_identical_records_in_one_batch_are_each_written(shared_node, commits_topic):
     topic, sink = unique("identical"), unique("sink")
     options = stream_options(shared_node.bootstrap, topic, sink)
-    same = [Row(key="k", value="same")] * 3
-    assert write_streaming_task(options, same[:2], batch_id=0, task=0).written == 2
-    assert write_streaming_task(options, same, batch_id=0, task=0).written == 1
+    assert write_streaming_task(options, [Row(key="k", value="same")] * 3, batch_id=0, task=0).written == 3
     assert values(read_all(shared_node.bootstrap, topic)) == [b"same"] * 3
 
 

@@ -17,9 +17,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict |
 
 
 def read_all(bootstrap: str, topic: str) -> list:
-    """Every record of every partition of the topic, as (partition, key, value, headers) tuples."""
+    """Every committed record of every partition of the topic (read_committed: records of aborted
+    transactions are skipped), as (partition, key, value, headers) tuples."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read-all", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
+                         "enable.partition.eof": True, "isolation.level": "read_committed"})
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         if meta.error is not None:

@@ -74,8 +74,8 @@ TRANSACTION_LOG_KEY = RecordSchema("TransactionLogKey", (0, 0), None, [
 
 TRANSACTION_LOG_VALUE = RecordSchema("TransactionLogValue", (0, 1), 1, [
     Field("producer_id", Int64),
-    Field("previous_producer_id", Int64, tagged_versions="1+", tag=0, default=-1),
-    Field("next_producer_id", Int64, tagged_versions="1+", tag=1, default=-1),
+    Field("previous_producer_id", Int64, versions="1+", tagged_versions="1+", tag=0, default=-1),
+    Field("next_producer_id", Int64, versions="1+", tagged_versions="1+", tag=1, default=-1),
     Field("producer_epoch", Int16),
     Field("transaction_timeout_ms", Int32),
     Field("transaction_status", Int8),
@@ -86,5 +86,5 @@ TRANSACTION_LOG_VALUE = RecordSchema("TransactionLogValue", (0, 1), 1, [
     )), nullable_versions="0+"),
     Field("transaction_last_update_timestamp_ms", Int64),
     Field("transaction_start_timestamp_ms", Int64),
-    Field("client_transaction_version", Int16, tagged_versions="1+", tag=2, default=0),
+    Field("client_transaction_version", Int16, versions="1+", tagged_versions="1+", tag=2, default=0),
 ])

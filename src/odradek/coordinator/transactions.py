@@ -68,6 +68,7 @@ class Transit:
     partitions: frozenset[tuple[str, int]]
     start_ms: int
     update_ms: int
+    previous_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass
@@ -81,6 +82,7 @@ class TxnMetadata:
     start_ms: int = -1
     update_ms: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump: a retried InitProducerId
+    previous_producer_id: int = NO_PRODUCER_ID  # the id before an exhausted epoch rotated it
     pending: Transit | None = None
     partition: int = 0  # of __transaction_state
 
@@ -88,7 +90,7 @@ class TxnMetadata:
         values = dict(transactional_id=self.transactional_id, producer_id=self.producer_id,
                       producer_epoch=self.producer_epoch, last_producer_epoch=self.last_producer_epoch,
                       timeout_ms=self.timeout_ms, state=self.state, partitions=frozenset(self.partitions),
-                      start_ms=self.start_ms, update_ms=self.update_ms)
+                      start_ms=self.start_ms, update_ms=self.update_ms, previous_producer_id=self.previous_producer_id)
         values.update(changes)
         return Transit(**values)
 
@@ -129,7 +131,8 @@ def encode_value(transit: Transit) -> bytes:
     return VALUE_VERSION.to_bytes(2, "big") + TRANSACTION_LOG_VALUE.encode(VALUE_VERSION, {
         "producer_id": transit.producer_id, "producer_epoch": transit.producer_epoch,
         "transaction_timeout_ms": transit.timeout_ms, "transaction_status": int(transit.state),
-        "transaction_partitions": [{"topic": t, "partition_ids": ids} for t, ids in by_topic.items()],
+        "transaction_partitions": None if transit.state == TxnState.EMPTY else [
+            {"topic": t, "partition_ids": ids} for t, ids in by_topic.items()],
         "transaction_last_update_timestamp_ms": transit.update_ms,
         "transaction_start_timestamp_ms": transit.start_ms})
 
@@ -206,6 +209,9 @@ class TransactionCoordinator:
                            frozenset(), -1, now_ms)
         self._check_not_busy(txn)
         resuming = producer_id != NO_PRODUCER_ID  # KIP-360: the producer names its current id and epoch
+        if (resuming and producer_id == txn.previous_producer_id and producer_epoch >= INT16_MAX - 1
+                and txn.state in COMPLETED):
+            return txn.transit(timeout_ms=timeout_ms, update_ms=now_ms)  # a retry of the rotation: same answer
         if resuming and producer_id != txn.producer_id:
             raise KafkaError(E.PRODUCER_FENCED, f"producer id {producer_id} is not the current producer id "
                                                 f"{txn.producer_id} of {transactional_id!r}")
@@ -223,7 +229,8 @@ class TransactionCoordinator:
         if txn.producer_epoch >= INT16_MAX - 1:
             if new_producer_id is None:
                 return NeedProducerId()
-            return txn.transit(producer_id=new_producer_id, producer_epoch=0, last_producer_epoch=NO_PRODUCER_EPOCH,
+            return txn.transit(producer_id=new_producer_id, producer_epoch=0, previous_producer_id=txn.producer_id,
+                               last_producer_epoch=txn.producer_epoch if resuming else NO_PRODUCER_EPOCH,
                                timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1,
                                update_ms=now_ms)
         return txn.transit(producer_epoch=txn.producer_epoch + 1,
@@ -312,6 +319,7 @@ class TransactionCoordinator:
         txn.producer_id, txn.producer_epoch = transit.producer_id, transit.producer_epoch
         txn.last_producer_epoch, txn.timeout_ms, txn.state = transit.last_producer_epoch, transit.timeout_ms, transit.state
         txn.partitions, txn.start_ms, txn.update_ms = set(transit.partitions), transit.start_ms, transit.update_ms
+        txn.previous_producer_id = transit.previous_producer_id
         return self._markers(txn) if txn.state in PREPARED else None
 
     def abandon(self, transit: Transit) -> None:

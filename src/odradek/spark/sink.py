@@ -5,16 +5,14 @@ Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (str
 `partition` (int). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
 task flushes before it returns and fails on any delivery error.
 
-Streaming writes are exactly-once across replays of a micro-batch (see docs/spark.md, "Exactly-once"):
+Streaming writes are exactly-once through Kafka transactions (see docs/spark.md, "Exactly-once"):
 
-* every record carries the headers `odradek.sink` (the sink id), `odradek.batch` (the batch id),
-  `odradek.task` (the task's partition id) and `odradek.rid` (a digest of the record's content and its
-  occurrence number among identical records of the same task), so a record of a batch is identifiable;
-* the driver's commit(batch) appends a marker {sink id -> batch id} to `__odradek_spark_commits`; a task
-  of a batch at or below the last marker writes nothing (Spark replays the last batch after a crash);
-* before a task first writes a batch it appends a begin record {sink id/task -> batch id, the end offsets of
-  its target topics}; a task that finds a begin record of its own batch (an earlier attempt wrote part or
-  all of it) scans its target partitions from those offsets and skips the records already there.
+* each task of a micro-batch writes with its own transactional id (derived from the sink id and the task's
+  partition id), so a later attempt of the task fences an earlier one and aborts what it left open;
+* in the same transaction as its records, the task appends `done/<sink id>/<task> -> batch id` to
+  `__odradek_spark_commits`: its records and that marker become visible together, or not at all;
+* after fencing, the task reads `__odradek_spark_commits` (read_committed) and writes nothing if its batch
+  is already done, or committed by the driver, whose commit(batch) appends `commit/<sink id> -> batch id`.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ SINK_ID_OPTION = "odradek.sink.id"
 HEADER_SINK = "odradek.sink"
 HEADER_BATCH = "odradek.batch"
 HEADER_TASK = "odradek.task"
-HEADER_RID = "odradek.rid"
 # Spark's MicroBatchExecution sets this local property on every task of a micro-batch.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 # ... and this one to the query id, which is kept in the checkpoint: a new checkpoint gets a new id.
@@ -184,32 +181,26 @@ def sink_id_from_options(options: dict) -> str:
                      "(or 'checkpointLocation' as a writer option)")
 
 
-def record_id(record: OutRecord, occurrence: int) -> bytes:
-    """A digest of the record's content and its occurrence number among identical records of its task."""
-    h = hashlib.sha256()
-    for part in (record.topic.encode(), record.key, record.value,
-                 None if record.partition is None else str(record.partition).encode()):
-        h.update(b"\x00" if part is None else b"\x01" + len(part).to_bytes(4, "big") + part)
-    for hk, hv in record.headers:
-        h.update(hk.encode() + b"\x00" + (hv or b""))
-    h.update(occurrence.to_bytes(8, "big"))
-    return h.hexdigest()[:32].encode()
-
-
 class SinkState:
-    """What `__odradek_spark_commits` says about one sink: last committed batch and begin records per task."""
+    """What `__odradek_spark_commits` says about one sink: the last committed batch and each task's last
+    batch done."""
 
-    def __init__(self, last_committed: int = -1, begins: dict[int, dict] | None = None):
+    def __init__(self, last_committed: int = -1, done: dict[int, int] | None = None):
         self.last_committed = last_committed
-        self.begins = begins or {}
+        self.done = done or {}
 
 
 def _commit_key(sink_id: str) -> bytes:
     return f"commit/{sink_id}".encode()
 
 
-def _begin_key(sink_id: str, task: int) -> bytes:
-    return f"begin/{sink_id}/{task}".encode()
+def _done_key(sink_id: str, task: int) -> bytes:
+    return f"done/{sink_id}/{task}".encode()
+
+
+def transactional_id(sink_id: str, task: int) -> str:
+    """One transactional id per task of a sink: the same in every attempt of the task, and short."""
+    return f"odradek-sink-{hashlib.sha256(sink_id.encode()).hexdigest()[:24]}-{task}"
 
 
 def ensure_commits_topic(config: dict) -> None:
@@ -226,10 +217,9 @@ def ensure_commits_topic(config: dict) -> None:
                 raise
 
 
-def _consumer(config: dict):
-
+def _consumer(config: dict, isolation: str = "read_committed"):
     return Consumer({**config, "group.id": "odradek-spark-sink", "enable.auto.commit": False,
-                     "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+                     "enable.partition.eof": True, "auto.offset.reset": "earliest", "isolation.level": isolation})
 
 
 def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> Iterator:
@@ -259,77 +249,31 @@ def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> I
 
 
 def read_sink_state(config: dict, sink_id: str) -> SinkState:
-
+    """Read `__odradek_spark_commits` to its end, transactions decided: up to its high watermark, waiting
+    for the last stable offset to get there (a transaction open in it is committed or aborted soon)."""
+    probe = _consumer(config, "read_uncommitted")
+    try:
+        low, high = probe.get_watermark_offsets(TopicPartition(COMMITS_TOPIC, 0), timeout=_TIMEOUT_S)
+    finally:
+        probe.close()
     consumer = _consumer(config)
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(COMMITS_TOPIC, 0), timeout=_TIMEOUT_S)
         state = SinkState()
         commit_key = _commit_key(sink_id)
-        begin_prefix = f"begin/{sink_id}/".encode()
+        done_prefix = f"done/{sink_id}/".encode()
         for msg in _read_range(consumer, COMMITS_TOPIC, 0, low, high):
             key = msg.key() or b""
             if key == commit_key:
                 state.last_committed = max(state.last_committed, json.loads(msg.value())["batch_id"])
-            elif key.startswith(begin_prefix):
-                task = int(key[len(begin_prefix):])
-                value = json.loads(msg.value())
-                previous = state.begins.get(task)
-                # the first begin record of a batch holds the offsets before any attempt wrote
-                if previous is None or previous["batch_id"] != value["batch_id"]:
-                    state.begins[task] = value
+            elif key.startswith(done_prefix):
+                task = int(key[len(done_prefix):])
+                state.done[task] = max(state.done.get(task, -1), json.loads(msg.value())["batch_id"])
         return state
     finally:
         consumer.close()
 
 
-def _end_offsets(config: dict, topics: set[str]) -> dict[str, dict[str, int]]:
-    """High watermarks of every partition of the topics (topics are created on demand when missing)."""
-
-    consumer = _consumer(config)
-    try:
-        result: dict[str, dict[str, int]] = {}
-        for topic in sorted(topics):
-            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
-            if meta.error is not None:
-                # let the producer create it (auto.create.topics.enable); it has no records yet
-                result[topic] = {}
-                continue
-            result[topic] = {
-                str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S)[1]
-                for p in meta.partitions
-            }
-        return result
-    finally:
-        consumer.close()
-
-
-def _existing_record_ids(config: dict, sink_id: str, batch_id: int, task: int,
-                         begin_offsets: dict[str, dict[str, int]], topics: set[str]) -> set[bytes]:
-    """Record ids of this sink/batch/task already in the target topics since the begin record's offsets."""
-
-    wanted = {HEADER_SINK: sink_id.encode(), HEADER_BATCH: str(batch_id).encode(), HEADER_TASK: str(task).encode()}
-    ids: set[bytes] = set()
-    consumer = _consumer(config)
-    try:
-        for topic in sorted(topics | set(begin_offsets)):
-            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
-            if meta.error is not None:
-                continue
-            starts = begin_offsets.get(topic, {})
-            for p in meta.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S)
-                start = max(low, starts.get(str(p), 0))
-                for msg in _read_range(consumer, topic, p, start, high):
-                    headers = dict(msg.headers() or [])
-                    if all(headers.get(k) == v for k, v in wanted.items()) and HEADER_RID in headers:
-                        ids.add(headers[HEADER_RID])
-        return ids
-    finally:
-        consumer.close()
-
-
 def _append_marker(config: dict, key: bytes, value: dict) -> None:
-
     producer = Producer(producer_config_from_client(config))
     produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
 
@@ -340,40 +284,35 @@ def producer_config_from_client(config: dict) -> dict:
 
 def write_streaming_task(options: dict, rows: Iterable, batch_id: int, task: int,
                          sink_id: str | None = None) -> OdradekCommitMessage:
-    """One task of micro-batch `batch_id`: skip a committed batch, complete a partially written one."""
-
+    """One task of micro-batch `batch_id`: its records and its done marker in one transaction, unless an
+    earlier attempt of the task (or the driver's commit) already made the batch done."""
     config = kafka_client_config(options)
     sink_id = sink_id or sink_id_from_options(options)
     records = list(to_records(rows, options))
+    producer = Producer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
+    producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
     state = read_sink_state(config, sink_id)
-    if batch_id <= state.last_committed:
+    if batch_id <= state.last_committed or state.done.get(task, -1) >= batch_id:
         return OdradekCommitMessage(partition_id=task, written=0, skipped=len(records), batch_id=batch_id,
                                     sink_id=sink_id)
-
-    topics = {r.topic for r in records}
-    begin = state.begins.get(task)
-    if begin is not None and begin["batch_id"] == batch_id:
-        existing = _existing_record_ids(config, sink_id, batch_id, task, begin["offsets"], topics)
-    else:
-        existing = set()
-        offsets = _end_offsets(config, topics)
-        _append_marker(config, _begin_key(sink_id, task), {"batch_id": batch_id, "offsets": offsets})
-
-    occurrences: dict[bytes, int] = {}
-    to_write = []
+    tags = [(HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
+            (HEADER_TASK, str(task).encode())]
     for r in records:
-        base = record_id(r, 0)
-        n = occurrences.get(base, 0)
-        occurrences[base] = n + 1
-        rid = base if n == 0 else record_id(r, n)
-        if rid in existing:
-            continue
-        r.headers = [*r.headers, (HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
-                     (HEADER_TASK, str(task).encode()), (HEADER_RID, rid)]
-        to_write.append(r)
-    written = produce_all(Producer(producer_config(options)), to_write)
-    return OdradekCommitMessage(partition_id=task, written=written, skipped=len(records) - written,
-                                batch_id=batch_id, sink_id=sink_id)
+        r.headers = [*r.headers, *tags]
+    done = OutRecord(topic=COMMITS_TOPIC, key=_done_key(sink_id, task), partition=0,
+                     value=json.dumps({"batch_id": batch_id}).encode())
+    producer.begin_transaction()
+    try:
+        written = produce_all(producer, records)
+        produce_all(producer, [done])
+        producer.commit_transaction(_TIMEOUT_S)
+    except BaseException:
+        try:
+            producer.abort_transaction(_TIMEOUT_S)
+        except Exception:  # the next attempt's init_transactions aborts it anyway
+            pass
+        raise
+    return OdradekCommitMessage(partition_id=task, written=written, batch_id=batch_id, sink_id=sink_id)
 
 
 def commit_batch(options: dict, batch_id: int, sink_id: str | None = None) -> None:

@@ -40,7 +40,8 @@ INT32_MAX = 2**31 - 1
 SNAPSHOT_VERSION = 2
 _SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc32c of the rest, producer count
 _PRODUCER_V1 = struct.Struct(">qhb")  # producer id, epoch, batch count
-_PRODUCER = struct.Struct(">qhiqb")  # producer id, epoch, coordinator epoch, open transaction's first offset, batches
+# producer id, epoch, coordinator epoch, open transaction's first offset, time of its last marker, batch count
+_PRODUCER = struct.Struct(">qhiqqb")
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
 _COUNT = struct.Struct(">i")
 _ABORTED = struct.Struct(">qqq")  # producer id, first offset, marker offset
@@ -70,17 +71,18 @@ class AbortedTxn(NamedTuple):
 
 class ProducerEntry:
     """One producer id's epoch, its last `NUM_BATCHES_TO_RETAIN` batches (oldest first), the epoch of the
-    coordinator that wrote its last marker and the first offset of its open transaction (-1: none)."""
+    coordinator that wrote its last marker, when, and the first offset of its open transaction (-1: none)."""
 
-    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "txn_first_offset")
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "txn_first_offset", "marker_timestamp")
 
     def __init__(self, producer_id: int, epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
-                 txn_first_offset: int = -1):
+                 txn_first_offset: int = -1, marker_timestamp: int = -1):
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.coordinator_epoch = coordinator_epoch
         self.txn_first_offset = txn_first_offset
+        self.marker_timestamp = marker_timestamp
 
     @property
     def last_seq(self) -> int:
@@ -92,7 +94,8 @@ class ProducerEntry:
 
     @property
     def last_timestamp(self) -> int:
-        return self.batches[-1].timestamp if self.batches else -1
+        """The producer's last activity here: its last batch or marker (a fencing marker keeps it known)."""
+        return max(self.batches[-1].timestamp if self.batches else -1, self.marker_timestamp)
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.epoch:
@@ -192,16 +195,16 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         if entry is None:
             return
+        if epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {epoch} of producer {producer_id} is older than the last seen epoch {entry.epoch}",
+            )
         if coordinator_epoch < entry.coordinator_epoch:
             raise KafkaError(
                 ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                 f"marker of coordinator epoch {coordinator_epoch} for producer {producer_id} is older than "
                 f"{entry.coordinator_epoch}",
-            )
-        if epoch < entry.epoch:
-            raise KafkaError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"marker epoch {epoch} of producer {producer_id} is older than the last seen epoch {entry.epoch}",
             )
 
     def update(
@@ -227,6 +230,7 @@ class ProducerStateManager:
             entry.epoch = info.producer_epoch
             entry.batches.clear()
         if info.is_control:
+            entry.marker_timestamp = max(entry.marker_timestamp, info.max_timestamp if timestamp is None else timestamp)
             if marker is not None:
                 self.verifying.pop(info.producer_id, None)
                 self._close_txn(entry, marker, first_offset)
@@ -306,7 +310,7 @@ class ProducerStateManager:
         body = bytearray()
         for entry in self.producers.values():
             body += _PRODUCER.pack(entry.producer_id, entry.epoch, entry.coordinator_epoch, entry.txn_first_offset,
-                                   len(entry.batches))
+                                   entry.marker_timestamp, len(entry.batches))
             for batch in entry.batches:
                 body += _BATCH.pack(*batch)
         body += _COUNT.pack(len(self.aborted))
@@ -335,9 +339,9 @@ class ProducerStateManager:
                     entry = ProducerEntry(producer_id, epoch)
                     pos += _PRODUCER_V1.size
                 else:
-                    producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = _PRODUCER.unpack_from(
-                        view, pos)
-                    entry = ProducerEntry(producer_id, epoch, coordinator_epoch, txn_first_offset)
+                    producer_id, epoch, coordinator_epoch, txn_first_offset, marker_timestamp, batch_count = (
+                        _PRODUCER.unpack_from(view, pos))
+                    entry = ProducerEntry(producer_id, epoch, coordinator_epoch, txn_first_offset, marker_timestamp)
                     pos += _PRODUCER.size
                 for _ in range(batch_count):
                     entry.batches.append(BatchMetadata(*_BATCH.unpack_from(view, pos)))
