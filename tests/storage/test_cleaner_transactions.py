@@ -1,23 +1,11 @@
 """Log compaction of transactional data: aborted records never shadow or outlive committed ones, and an
 undecided transaction is not cleaned."""
 
-import pytest
-
 from odradek.protocol.records import build_batch
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
-from odradek.storage.log_config import LogConfig
-from odradek.storage.log_manager import LogManager
-from tests.storage.test_cleaner import NOW, compact_config, new_log, produce, records_of
+from tests.storage.test_cleaner import NOW, compact_config, manager, new_log, produce, records_of  # noqa: F401 (manager: a fixture)
 
 PID, EPOCH = 7, 0
-
-
-@pytest.fixture
-def manager(tmp_path):
-    m = LogManager([str(tmp_path / "logs")], default_config=LogConfig())
-    m.load(lambda topic: None, NOW)
-    yield m
-    m.close()
 
 
 def produce_txn(log, pairs, seq: int) -> None:
@@ -38,7 +26,7 @@ def filler(log, count: int) -> None:
         produce(log, [(b"filler-%d" % (i % 3), b"x" * 200)])
 
 
-def test_an_aborted_update_does_not_shadow_the_committed_value(manager):
+def test_an_aborted_update_does_not_shadow_the_committed_value(manager):  # noqa: F811
     log = new_log(manager, compact_config(segment_bytes=1024))
     produce(log, [(b"k", b"committed")])
     produce_txn(log, [(b"k", b"aborted"), (b"other", b"aborted")], seq=0)
@@ -54,7 +42,7 @@ def test_an_aborted_update_does_not_shadow_the_committed_value(manager):
     assert not any(value == b"aborted" for _, value in values)
 
 
-def test_an_open_transaction_is_not_cleaned(manager):
+def test_an_open_transaction_is_not_cleaned(manager):  # noqa: F811
     log = new_log(manager, compact_config(segment_bytes=1024))
     produce(log, [(b"k", b"v1")])
     produce_txn(log, [(b"k", b"open")], seq=0)

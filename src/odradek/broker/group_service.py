@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 from odradek.broker.replica_manager import now_ms
 from odradek.coordinator.group_coordinator import Append, GroupCoordinator, Reply
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import COMMIT_MARKER, build_batch, decode_batches, read_marker
+from odradek.protocol.records import COMMIT_MARKER, build_batch, marker_of
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 
 
@@ -88,26 +86,17 @@ class GroupService:
         partition_log = self.node.log_manager.get(OFFSETS_TOPIC, index)
         if partition_log is None:
             return
-        offset = partition_log.log_start_offset
-        while offset < partition_log.log_end_offset:
-            region = partition_log.read(offset, LOAD_CHUNK_BYTES, max_offset=partition_log.log_end_offset)
-            if region is None:
-                return
-            data = os.pread(region.fd, region.size, region.position)
-            for info, batch in decode_batches(data):
-                if info.is_control:
-                    marker = read_marker(data, info) if info.producer_id >= 0 else None
-                    records = open_transactions.pop(info.producer_id, [])
-                    if marker is not None and marker[0] == COMMIT_MARKER:
-                        yield from records
-                elif info.is_transactional:
-                    open_transactions.setdefault(info.producer_id, []).extend(
-                        (r.key, r.value) for r in batch if r.offset >= offset and r.key is not None)
-                else:
-                    for record in batch:
-                        if record.offset >= offset and record.key is not None:
-                            yield record.key, record.value
-                offset = max(offset, info.last_offset + 1)
+        for info, batch in partition_log.replay():
+            if info.is_control:
+                marker = marker_of(batch[0]) if info.producer_id >= 0 and batch else None
+                committed = open_transactions.pop(info.producer_id, [])
+                if marker is not None and marker[0] == COMMIT_MARKER:
+                    yield from committed
+            elif info.is_transactional:
+                open_transactions.setdefault(info.producer_id, []).extend(
+                    (r.key, r.value) for r in batch if r.key is not None)
+            else:
+                yield from ((r.key, r.value) for r in batch if r.key is not None)
 
     async def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` when it is first needed, as Kafka does; False if it cannot exist."""

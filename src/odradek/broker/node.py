@@ -51,6 +51,7 @@ from odradek.broker.handlers.groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
+    handle_txn_offset_commit,
 )
 from odradek.broker.handlers.leader_epoch import handle_offset_for_leader_epoch
 from odradek.broker.handlers.list_offsets import handle_list_offsets
@@ -82,7 +83,6 @@ from odradek.broker.handlers.transactions import (
     handle_describe_transactions,
     handle_end_txn,
     handle_list_transactions,
-    handle_txn_offset_commit,
     handle_write_txn_markers,
 )
 from odradek.broker.lifecycle import BrokerLifecycle
@@ -536,6 +536,11 @@ class Node:
             host, port = broker.endpoints.get(listener_name) or next(iter(broker.endpoints.values()))
             endpoints.append({key: broker_id, "host": host, "port": port, "rack": broker.rack, "is_fenced": False})
         return endpoints
+
+    def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where other brokers reach broker `node_id` (its inter-broker listener), if it is known."""
+        broker = self.image.brokers.get(node_id)
+        return broker.endpoints.get(self.config.inter_broker_listener) if broker else None
 
     @property
     def controller_id(self) -> int:

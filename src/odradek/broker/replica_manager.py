@@ -182,17 +182,30 @@ class ReplicaManager:
 
     def append(self, topic: str, index: int, records, required_acks: int, *,
                from_coordinator: bool = False, verification: object | None = False) -> ProduceResult:
-        partition = None
-        try:
-            partition = self.partition(topic, index)
+        def write(partition: Partition):
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "the produce request carries no record batch")
             if required_acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
                                  f"{partition.log.config.min_insync_replicas}")
-            info = partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch,
+            return partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch,
                                                   from_coordinator=from_coordinator, verification=verification)
+
+        return self._append_as_leader(topic, index, write)
+
+    def append_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int) -> ProduceResult:
+        """WriteTxnMarkers on this partition's leader: end the producer's transaction here."""
+        return self._append_as_leader(topic, index, lambda partition: partition.log.append_marker(
+            commit, producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+            now_ms=now_ms(), leader_epoch=partition.leader_epoch))
+
+    def _append_as_leader(self, topic: str, index: int, write) -> ProduceResult:
+        partition = None
+        try:
+            partition = self.partition(topic, index)
+            info = write(partition)
         except KafkaError as exc:
             return ProduceResult(exc.code, message=exc.message)
         except OSError as exc:
@@ -210,24 +223,6 @@ class ReplicaManager:
             return None
         state = partition.log.producer_state
         return state.start_verification(producer_id) if state.needs_verification(producer_id) else None
-
-    def append_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
-                      coordinator_epoch: int) -> ProduceResult:
-        """WriteTxnMarkers on this partition's leader: end the producer's transaction here."""
-        partition = None
-        try:
-            partition = self.partition(topic, index)
-            info = partition.log.append_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
-                                               coordinator_epoch=coordinator_epoch, now_ms=now_ms(),
-                                               leader_epoch=partition.leader_epoch)
-        except KafkaError as exc:
-            return ProduceResult(exc.code, message=exc.message)
-        except OSError as exc:
-            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._storage_failed(partition, exc).message)
-        self._advance_high_watermark(partition)
-        self._wake((topic, index))
-        return ProduceResult(ErrorCode.NONE, info.first_offset, last_offset=info.last_offset,
-                             leader_epoch=partition.leader_epoch)
 
     async def wait_for_replication(self, topic: str, index: int, last_offset: int, leader_epoch: int,
                                    timeout_s: float) -> ErrorCode:

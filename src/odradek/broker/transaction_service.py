@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 from odradek.broker.handlers.transactions import write_markers
 from odradek.broker.replica_manager import now_ms
@@ -28,7 +27,7 @@ from odradek.coordinator.transactions import (
 )
 from odradek.network.client import NodeClients
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import build_batch, decode_batches
+from odradek.protocol.records import build_batch
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,6 @@ PRODUCE_VERIFY_ERRORS = {
     ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
 }
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 WRITE_TIMEOUT_S = 5.0
 MARKER_RETRY_S = 0.1
 MARKER_REQUEST_TIMEOUT_S = 30.0
@@ -103,17 +101,8 @@ class TransactionService:
         partition_log = self.node.log_manager.get(TRANSACTION_TOPIC, index)
         if partition_log is None:
             return
-        offset = partition_log.log_start_offset
-        while offset < partition_log.log_end_offset:
-            region = partition_log.read(offset, LOAD_CHUNK_BYTES, max_offset=partition_log.log_end_offset)
-            if region is None:
-                return
-            data = os.pread(region.fd, region.size, region.position)
-            for info, batch in decode_batches(data):
-                for record in batch:
-                    if record.offset >= offset and record.key is not None:
-                        yield bytes(record.key), None if record.value is None else bytes(record.value)
-                offset = max(offset, info.last_offset + 1)
+        for _, batch in partition_log.replay():
+            yield from ((bytes(r.key), None if r.value is None else bytes(r.value)) for r in batch if r.key is not None)
 
     async def ensure_topic(self) -> bool:
         """Create `__transaction_state` when a producer first looks for its coordinator, as Kafka does."""
@@ -209,8 +198,7 @@ class TransactionService:
         return errors
 
     def _locate(self, node_id: int) -> bool:
-        broker = self.node.image.brokers.get(node_id)
-        endpoint = broker.endpoints.get(self.node.config.inter_broker_listener) if broker else None
+        endpoint = self.node.inter_broker_endpoint(node_id)
         if endpoint is None:
             return False
         self.clients.set_endpoint(node_id, *endpoint)

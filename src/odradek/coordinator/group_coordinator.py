@@ -98,6 +98,15 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
+def _commit_response(request: dict, error_for: Callable[[str, int], ErrorCode]) -> dict:
+    """An (Txn)OffsetCommit response: each requested partition with the error `error_for(topic, index)`."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": int(error_for(t["name"], p["partition_index"]))}
+            for p in t["partitions"]]}
+        for t in request["topics"]]}
+
+
 def _join_response(version: int, error: ErrorCode, member_id: str = "", generation_id: int = -1,
                    protocol_type: str | None = None, protocol_name: str | None = None, leader: str | None = "",
                    members: list[dict] | None = None, skip_assignment: bool = False) -> dict:
@@ -730,17 +739,13 @@ class GroupCoordinator:
         self._start(now_ms)
         group_id = request["group_id"]
 
-        def answer(error_for: Callable[[dict], ErrorCode]) -> dict:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": int(error_for(p))}
-                    for p in t["partitions"]]}
-                for t in request["topics"]]}
+        def answer(error: ErrorCode) -> dict:
+            return _commit_response(request, lambda topic, index: error)
 
         if group_id is None:
-            return answer(lambda p: E.INVALID_GROUP_ID), []
+            return answer(E.INVALID_GROUP_ID), []
         if not self._owns(group_id):
-            return answer(lambda p: E.NOT_COORDINATOR), []
+            return answer(E.NOT_COORDINATOR), []
         generation = request.get("generation_id_or_member_epoch", -1)
         member_id = request.get("member_id", "")
         instance_id = request.get("group_instance_id")
@@ -748,17 +753,17 @@ class GroupCoordinator:
         if consumer_group is not None:
             error = self._validate_consumer_group_commit(consumer_group, version, member_id, generation)
             if error is not None:
-                return answer(lambda p: error), []
+                return answer(error), []
         else:
             group = self.groups.get(group_id)
             if group is None:
                 if generation >= 0:
                     error = E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION
-                    return answer(lambda p: error), []
+                    return answer(error), []
                 group = self.groups[group_id] = ClassicGroup(group_id, now_ms)  # a "simple" group: offsets only
             error = self._validate_offset_commit(group, member_id, instance_id, generation)
             if error is not None:
-                return answer(lambda p: error), []
+                return answer(error), []
             if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
                 self._reschedule_heartbeat(group, group.members[member_id], now_ms)
         retention = request.get("retention_time_ms", OFFSET_COMMIT_DEFAULT_RETENTION)
@@ -776,7 +781,7 @@ class GroupCoordinator:
                 self._put_offset(group_id, topic["name"], p["partition_index"], value)
                 records.append(rec.offset_commit_record(group_id, topic["name"], p["partition_index"],
                                                         self._offset_value(value)))
-        response = answer(lambda p: E.NONE)
+        response = answer(E.NONE)
         for t in response["topics"]:
             for p in t["partitions"]:
                 p["error_code"] = int(errors.get((t["name"], p["partition_index"]), E.NONE))
@@ -790,17 +795,13 @@ class GroupCoordinator:
         self._start(now_ms)
         group_id = request["group_id"]
 
-        def answer(error_for: Callable[[dict], ErrorCode]) -> dict:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": int(error_for(p))}
-                    for p in t["partitions"]]}
-                for t in request["topics"]]}
+        def answer(error: ErrorCode) -> dict:
+            return _commit_response(request, lambda topic, index: error)
 
         if not group_id:
-            return answer(lambda p: E.INVALID_GROUP_ID), []
+            return answer(E.INVALID_GROUP_ID), []
         if not self._owns(group_id):
-            return answer(lambda p: E.NOT_COORDINATOR), []
+            return answer(E.NOT_COORDINATOR), []
         generation = request.get("generation_id", -1)
         member_id = request.get("member_id", "")
         instance_id = request.get("group_instance_id")
@@ -808,16 +809,16 @@ class GroupCoordinator:
         if consumer_group is not None:
             error = consumer_group.validate_offset_commit(member_id, generation, transactional=True)
             if error != E.NONE:
-                return answer(lambda p: error), []
+                return answer(error), []
         else:
             group = self.groups.get(group_id)
             if group is None:
                 if generation >= 0:
-                    return answer(lambda p: E.ILLEGAL_GENERATION), []
+                    return answer(E.ILLEGAL_GENERATION), []
                 group = self.groups[group_id] = ClassicGroup(group_id, now_ms)
             error = self._validate_offset_commit(group, member_id, instance_id, generation)
             if error is not None and error != E.REBALANCE_IN_PROGRESS:  # Kafka lets a transaction commit then
-                return answer(lambda p: error), []
+                return answer(error), []
         producer_id = request["producer_id"]
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
         records = []
@@ -833,7 +834,7 @@ class GroupCoordinator:
                 pending[(topic["name"], p["partition_index"])] = value
                 records.append(rec.offset_commit_record(group_id, topic["name"], p["partition_index"],
                                                         self._offset_value(value)))
-        response = answer(lambda p: E.NONE)
+        response = answer(E.NONE)
         for t in response["topics"]:
             for p in t["partitions"]:
                 p["error_code"] = int(errors.get((t["name"], p["partition_index"]), E.NONE))

@@ -486,7 +486,11 @@ def build_marker_batch(
 
 def read_marker(buf, info: BatchInfo) -> tuple[int, int] | None:
     """(type, coordinator epoch) of a control batch's transaction marker; None for other control records."""
-    record = decode_batch(buf, info)[0]
+    return marker_of(decode_batch(buf, info)[0])
+
+
+def marker_of(record: Record) -> tuple[int, int] | None:
+    """(type, coordinator epoch) if the control record is a transaction marker."""
     if record.key is None or len(record.key) < _CONTROL_KEY.size:
         return None
     _, marker_type = _CONTROL_KEY.unpack_from(record.key)

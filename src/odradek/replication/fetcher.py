@@ -101,8 +101,7 @@ class ReplicaFetchers:
                         log.warning("Replicating %s-%d from %d failed: %s", key[0], key[1], leader, error.name)
 
     def _locate(self, leader: int) -> bool:
-        broker = self.node.image.brokers.get(leader)
-        endpoint = broker.endpoints.get(self.node.config.inter_broker_listener) if broker else None
+        endpoint = self.node.inter_broker_endpoint(leader)
         if endpoint is None:
             return False
         self.clients.set_endpoint(leader, *endpoint)

@@ -50,6 +50,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SNAPSHOTS_TO_KEEP = 2
+REPLAY_CHUNK_BYTES = 4 * 1024 * 1024
 PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms default
 
 
@@ -590,6 +591,18 @@ class PartitionLog:
             if offset < segment.next_offset and segment.size:
                 return segment.read(offset, max_bytes, max_offset, min_one_batch)
         return None
+
+    def replay(self, chunk_bytes: int = REPLAY_CHUNK_BYTES) -> Iterator[tuple[BatchInfo, list]]:
+        """Every batch from the log start to the log end, decoded: how coordinators load their state."""
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            region = self.read(offset, chunk_bytes, max_offset=self.log_end_offset)
+            if region is None:
+                return
+            data = os.pread(region.fd, region.size, region.position)
+            for info, batch in records.decode_batches(data):
+                yield info, [record for record in batch if record.offset >= offset]
+                offset = max(offset, info.last_offset + 1)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after the log start with a timestamp >= `timestamp_ms`."""

@@ -73,7 +73,15 @@ def handle_leave_group(broker, ctx, request: dict) -> dict:
 
 
 async def handle_offset_commit(broker, ctx, request: dict) -> dict:
-    response, appends = broker.groups.core.offset_commit(now_ms(), ctx.api_version, request)
+    return await _write_commit(broker, *broker.groups.core.offset_commit(now_ms(), ctx.api_version, request))
+
+
+async def handle_txn_offset_commit(broker, ctx, request: dict) -> dict:
+    """The offsets go into the producer's transaction; they count once its commit marker is written."""
+    return await _write_commit(broker, *broker.groups.core.txn_offset_commit(now_ms(), ctx.api_version, request))
+
+
+async def _write_commit(broker, response: dict, appends: list) -> dict:
     if not await broker.groups.write(appends):
         for topic in response["topics"]:
             for partition in topic["partitions"]:

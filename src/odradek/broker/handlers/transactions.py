@@ -1,6 +1,6 @@
 """The transaction APIs: the coordinator's (InitProducerId with a transactional id, AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions), the partition leader's (WriteTxnMarkers,
-DescribeProducers) and the group coordinator's TxnOffsetCommit."""
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions) and the partition leader's
+(WriteTxnMarkers, DescribeProducers). TxnOffsetCommit is the group coordinator's (handlers/groups.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 
 from odradek.broker.group_service import OFFSETS_TOPIC
 from odradek.broker.replica_manager import now_ms
+from odradek.coordinator.transactions import STATE_BY_DISPLAY
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 MARKER_TIMEOUT_S = 30.0
@@ -115,13 +116,11 @@ def handle_describe_transactions(broker, ctx, request: dict) -> dict:
 
 
 def handle_list_transactions(broker, ctx, request: dict) -> dict:
-    from odradek.coordinator.transactions import STATE_BY_DISPLAY
-
     filters = set(request["state_filters"])
-    unknown = sorted(filters - set(STATE_BY_DISPLAY))
-    txns = broker.transactions.core.list(filters & set(STATE_BY_DISPLAY) if filters else set(),
-                                         set(request["producer_id_filters"]), request.get("duration_filter", -1),
-                                         now_ms()) if not (filters and filters <= set(unknown)) else []
+    known = filters & set(STATE_BY_DISPLAY)
+    unknown = sorted(filters - known)
+    txns = [] if filters and not known else broker.transactions.core.list(
+        known, set(request["producer_id_filters"]), request.get("duration_filter", -1), now_ms())
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                                     "transaction_state": t.state.display} for t in txns]}
@@ -183,12 +182,3 @@ async def write_markers(broker, request: dict) -> dict:
         results.append({"producer_id": producer_id, "topics": topics})
     return {"markers": results}
 
-
-async def handle_txn_offset_commit(broker, ctx, request: dict) -> dict:
-    response, appends = broker.groups.core.txn_offset_commit(now_ms(), ctx.api_version, request)
-    if not await broker.groups.write(appends):
-        for topic in response["topics"]:
-            for partition in topic["partitions"]:
-                if partition["error_code"] == ErrorCode.NONE:
-                    partition["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return response
