@@ -135,6 +135,7 @@ class TransactionService:
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int) -> tuple[int, int]:
+        self.core.check_timeout(timeout_ms)  # before the coordinator, as Kafka answers it
         index = self.check_coordinator(transactional_id)
         new_producer_id = None
         while True:

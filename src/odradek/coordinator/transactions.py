@@ -198,9 +198,7 @@ class TransactionCoordinator:
         """InitProducerId with a transactional id. A new id, or an epoch that would overflow, needs a fresh
         producer id. An open transaction of an older producer instance is aborted first (with the epoch
         bumped, which fences that instance): the caller gets CONCURRENT_TRANSACTIONS and retries."""
-        if not 0 < timeout_ms <= self.max_timeout_ms:
-            raise KafkaError(E.INVALID_TRANSACTION_TIMEOUT,
-                             f"transaction timeout {timeout_ms} ms is not within 1..{self.max_timeout_ms}")
+        self.check_timeout(timeout_ms)
         txn = self.txns.get(transactional_id)
         if txn is None:
             if new_producer_id is None:
@@ -237,6 +235,11 @@ class TransactionCoordinator:
                            last_producer_epoch=txn.producer_epoch if resuming else NO_PRODUCER_EPOCH,
                            timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1,
                            update_ms=now_ms)
+
+    def check_timeout(self, timeout_ms: int) -> None:
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            raise KafkaError(E.INVALID_TRANSACTION_TIMEOUT,
+                             f"transaction timeout {timeout_ms} ms is not within 1..{self.max_timeout_ms}")
 
     @staticmethod
     def _fence_and_abort(txn: TxnMetadata, now_ms: int) -> Transit:
