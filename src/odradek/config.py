@@ -99,6 +99,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, "segment.bytes of __transaction_state."),
     ConfigDef("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for."),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often transactions older than their timeout are aborted."),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000, "A transactional id without a transaction for this long is forgotten (its producer must init again)."),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed."),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "How long a new group waits for more members before its first rebalance."),
     ConfigDef("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a consumer may ask for."),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a consumer may ask for."),

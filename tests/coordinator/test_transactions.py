@@ -736,3 +736,17 @@ def test_random_operations_keep_the_invariants(seed_):
         driver.step()
         driver.check()
     assert any(len(seen) > 5 for seen in driver.seen.values()), "the driver must get somewhere"
+
+
+def test_ids_without_a_transaction_for_the_expiration_time_expire():
+    coord = TransactionCoordinator()
+    new_id(coord, "idle", now=NOW)
+    ongoing(coord, "busy", PID + 1, now=NOW)
+    assert coord.expired(NOW + 999, 1000) == []
+    (dead,) = coord.expired(NOW + 1000, 1000)
+    assert (dead.transactional_id, dead.state) == ("idle", S.DEAD)
+    coord.begin(dead)
+    assert code_of(coord.prepare_init, "idle", TIMEOUT, -1, -1, NOW + 1000) == E.CONCURRENT_TRANSACTIONS
+    coord.remove("idle")
+    assert coord.prepare_init("idle", TIMEOUT, -1, -1, NOW + 1001) == NeedProducerId()
+    assert coord.get("busy").state == S.ONGOING  # an open transaction never expires

@@ -296,6 +296,38 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(node_factory):
     assert "Traceback" not in node.log_text()
 
 
+def test_an_unused_transactional_id_expires_and_stays_forgotten_after_a_restart(node_factory):
+    node = node_factory({"transactional.id.expiration.ms": "1500",
+                         "transaction.remove.expired.transaction.cleanup.interval.ms": "300"})
+    topic = topic_name("txn-expiry")
+    create_topic(node, topic)
+    tid = txn_id("expiry")
+    producer = txn_producer(node, tid)
+    producer.begin_transaction()
+    producer.produce(topic, b"kept", partition=0)
+    producer.commit_transaction(15)
+    assert describe_txn(node, tid)["transaction_state"] == "CompleteCommit"
+
+    wait_for(lambda: describe_txn(node, tid)["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, 15,
+             "the transactional id's expiry")
+    node.stop()
+    node.start()
+    find_txn_coordinator_of(node, tid)
+    assert describe_txn(node, tid)["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND  # the tombstone holds
+    assert values(read_all(node, topic, [0], "read_committed")) == ["kept"]
+    # a new producer with the id starts afresh
+    again = txn_producer(node, tid)
+    again.begin_transaction()
+    again.produce(topic, b"again", partition=0)
+    again.commit_transaction(15)
+    assert values(read_all(node, topic, [0], "read_committed")) == ["kept", "again"]
+
+
+def find_txn_coordinator_of(node, tid: str) -> None:
+    with RawClient(node.bootstrap) as client:
+        find_txn_coordinator(client, tid)
+
+
 # 5 ------------------------------------------------------------------------------------------------------------
 
 EOS_INPUT = 2000

@@ -60,7 +60,7 @@ class TransactionService:
         self._loaded: set[int] = set()
         self.clients = NodeClients(f"odradek-txn-markers-{node.node_id}")
         self._tasks: set[asyncio.Task] = set()
-        self._timer: asyncio.Task | None = None
+        self._timers: list[asyncio.Task] = []
 
     # ---- lifecycle
 
@@ -69,11 +69,11 @@ class TransactionService:
         if topic is not None:
             for index in sorted(topic.partitions):
                 self.on_leadership(index)
-        self._timer = asyncio.create_task(self._abort_timed_out())
+        self._timers = [asyncio.create_task(self._abort_timed_out()), asyncio.create_task(self._remove_expired())]
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         self.clients.close()
@@ -342,3 +342,22 @@ class TransactionService:
                     log.info("Aborting the timed-out transaction of %r failed: %s", transit.transactional_id, exc)
                     continue
                 self._spawn(self._finish(markers, index))
+
+    async def _remove_expired(self) -> None:
+        """Forget transactional ids unused for `transactional.id.expiration.ms`: a tombstone each."""
+        config = self.node.config
+        interval = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            due = [t for t in self.core.expired(now_ms(), config["transactional.id.expiration.ms"])
+                   if self.leads(self.core.partition_for(t.transactional_id))]
+            for transit in due:
+                self.core.begin(transit)
+            for transit in due:
+                index = self.core.partition_for(transit.transactional_id)
+                if await self._append(index, [(encode_key(transit.transactional_id), None)]):
+                    self.core.remove(transit.transactional_id)
+                    log.info("Removed transactional id %r: unused for %d ms", transit.transactional_id,
+                             config["transactional.id.expiration.ms"])
+                else:
+                    self.core.abandon(transit)

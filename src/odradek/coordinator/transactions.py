@@ -304,6 +304,17 @@ class TransactionCoordinator:
         return [self._fence_and_abort(txn, now_ms) for txn in self.txns.values()
                 if txn.state == TxnState.ONGOING and txn.pending is None and now_ms - txn.start_ms > txn.timeout_ms]
 
+    def expired(self, now_ms: int, expiration_ms: int) -> list[Transit]:
+        """Transactional ids without a transaction for `transactional.id.expiration.ms`: the Dead transits to
+        write as tombstones (`remove` once written)."""
+        return [txn.transit(state=TxnState.DEAD, partitions=frozenset(), update_ms=now_ms)
+                for txn in self.txns.values()
+                if txn.state in COMPLETED and txn.pending is None and txn.producer_id != NO_PRODUCER_ID
+                and now_ms - txn.update_ms >= expiration_ms]
+
+    def remove(self, transactional_id: str) -> None:
+        self.txns.pop(transactional_id, None)
+
     # ---- writing transits
 
     def begin(self, transit: Transit) -> None:
