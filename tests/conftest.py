@@ -22,10 +22,26 @@ def seed(request) -> int:
     return given if given is not None else random.randrange(2**32)
 
 
+# Listening ports come from below Linux's ephemeral range (32768-60999 by default): a port the kernel picked
+# for us (bind to 0) can be taken, before the node binds it, as the source port of some outgoing
+# connection, or handed out again for another listener. Nor is a port given twice in one run.
+_LISTEN_PORTS = (20000, 32768)
+_given_ports: set[int] = set()
+_port_choice = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while True:
+        port = _port_choice.randrange(*_LISTEN_PORTS)
+        if port in _given_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
 
 
 class NodeProcess:
