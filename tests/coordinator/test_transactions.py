@@ -747,6 +747,21 @@ def test_ids_without_a_transaction_for_the_expiration_time_expire():
     assert (dead.transactional_id, dead.state) == ("idle", S.DEAD)
     coord.begin(dead)
     assert code_of(coord.prepare_init, "idle", TIMEOUT, -1, -1, NOW + 1000) == E.CONCURRENT_TRANSACTIONS
-    coord.remove("idle")
+    coord.remove(dead)
     assert coord.prepare_init("idle", TIMEOUT, -1, -1, NOW + 1001) == NeedProducerId()
     assert coord.get("busy").state == S.ONGOING  # an open transaction never expires
+
+
+def test_a_transit_of_an_id_reloaded_while_it_was_written_is_not_adopted():
+    coord = TransactionCoordinator()
+    new_id(coord)
+    transit = coord.prepare_add_partitions("tx", PID, 0, {T0}, NOW)
+    coord.begin(transit)
+    partition = coord.partition_for("tx")
+    coord.unload(partition)
+    assert code_of(coord.complete, transit) == E.NOT_COORDINATOR
+    coord.load(partition, [(encode_key("tx"), encode_value(Transit("tx", PID, 0, -1, TIMEOUT, S.EMPTY, frozenset(),
+                                                                   -1, NOW)))])
+    assert code_of(coord.complete, transit) == E.NOT_COORDINATOR  # the reloaded id is not the one written for
+    coord.abandon(transit)
+    assert coord.get("tx").state == S.EMPTY and coord.get("tx").pending is None

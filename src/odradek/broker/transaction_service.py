@@ -356,7 +356,7 @@ class TransactionService:
             for transit in due:
                 index = self.core.partition_for(transit.transactional_id)
                 if await self._append(index, [(encode_key(transit.transactional_id), None)]):
-                    self.core.remove(transit.transactional_id)
+                    self.core.remove(transit)
                     log.info("Removed transactional id %r: unused for %d ms", transit.transactional_id,
                              config["transactional.id.expiration.ms"])
                 else:

@@ -312,8 +312,11 @@ class TransactionCoordinator:
                 if txn.state in COMPLETED and txn.pending is None and txn.producer_id != NO_PRODUCER_ID
                 and now_ms - txn.update_ms >= expiration_ms]
 
-    def remove(self, transactional_id: str) -> None:
-        self.txns.pop(transactional_id, None)
+    def remove(self, transit: Transit) -> None:
+        """The expired id's tombstone is written: forget it (unless it was reloaded meanwhile)."""
+        txn = self.txns.get(transit.transactional_id)
+        if txn is not None and txn.pending is transit:
+            del self.txns[transit.transactional_id]
 
     # ---- writing transits
 
@@ -327,8 +330,11 @@ class TransactionCoordinator:
         txn.pending = transit
 
     def complete(self, transit: Transit) -> EndMarkers | None:
-        """The transit is durable: adopt it. A Prepare state returns the markers to write next."""
-        txn = self.txns[transit.transactional_id]
+        """The transit is durable: adopt it. A Prepare state returns the markers to write next. Raises
+        NOT_COORDINATOR if the id was unloaded (or reloaded) while the transit was being written."""
+        txn = self.txns.get(transit.transactional_id)
+        if txn is None or txn.pending is not transit:
+            raise KafkaError(E.NOT_COORDINATOR, f"{transit.transactional_id!r} moved while its state was written")
         txn.pending = None
         txn.producer_id, txn.producer_epoch = transit.producer_id, transit.producer_epoch
         txn.last_producer_epoch, txn.timeout_ms, txn.state = transit.last_producer_epoch, transit.timeout_ms, transit.state
@@ -339,7 +345,7 @@ class TransactionCoordinator:
     def abandon(self, transit: Transit) -> None:
         """The transit could not be written: forget it (a brand-new id is forgotten entirely)."""
         txn = self.txns.get(transit.transactional_id)
-        if txn is None:
+        if txn is None or txn.pending is not transit:
             return
         txn.pending = None
         if txn.producer_id == NO_PRODUCER_ID:
