@@ -768,23 +768,9 @@ class GroupCoordinator:
                 self._reschedule_heartbeat(group, group.members[member_id], now_ms)
         retention = request.get("retention_time_ms", OFFSET_COMMIT_DEFAULT_RETENTION)
         expire = -1 if retention == OFFSET_COMMIT_DEFAULT_RETENTION else now_ms + retention
-        records = []
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        for topic in request["topics"]:
-            for p in topic["partitions"]:
-                metadata = p.get("committed_metadata")
-                if metadata is not None and _java_length(metadata) > self.offset_metadata_max_bytes:
-                    errors[(topic["name"], p["partition_index"])] = E.OFFSET_METADATA_TOO_LARGE
-                    continue
-                value = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
-                                          metadata or "", now_ms, expire)
-                self._put_offset(group_id, topic["name"], p["partition_index"], value)
-                records.append(rec.offset_commit_record(group_id, topic["name"], p["partition_index"],
-                                                        self._offset_value(value)))
-        response = answer(E.NONE)
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                p["error_code"] = int(errors.get((t["name"], p["partition_index"]), E.NONE))
+        records, errors = self._offset_records(request, group_id, now_ms, expire, lambda topic, index, value:
+                                               self._put_offset(group_id, topic, index, value))
+        response = _commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
         out: list = []
         self._append(out, group_id, records)
         return response, out
@@ -821,6 +807,20 @@ class GroupCoordinator:
                 return answer(error), []
         producer_id = request["producer_id"]
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+
+        def keep_pending(topic: str, index: int, value: OffsetAndMetadata) -> None:
+            pending[(topic, index)] = value
+
+        records, errors = self._offset_records(request, group_id, now_ms, -1, keep_pending)
+        response = _commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
+        out: list = []
+        if records:
+            out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"])))
+        return response, out
+
+    def _offset_records(self, request: dict, group_id: str, now_ms: int, expire: int, keep) -> tuple[list, dict]:
+        """The records of a commit's offsets, each offset handed to `keep(topic, index, value)`; and the
+        partitions refused (metadata too large)."""
         records = []
         errors: dict[tuple[str, int], ErrorCode] = {}
         for topic in request["topics"]:
@@ -830,18 +830,11 @@ class GroupCoordinator:
                     errors[(topic["name"], p["partition_index"])] = E.OFFSET_METADATA_TOO_LARGE
                     continue
                 value = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
-                                          metadata or "", now_ms, -1)
-                pending[(topic["name"], p["partition_index"])] = value
+                                          metadata or "", now_ms, expire)
+                keep(topic["name"], p["partition_index"], value)
                 records.append(rec.offset_commit_record(group_id, topic["name"], p["partition_index"],
                                                         self._offset_value(value)))
-        response = answer(E.NONE)
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                p["error_code"] = int(errors.get((t["name"], p["partition_index"]), E.NONE))
-        out: list = []
-        if records:
-            out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"])))
-        return response, out
+        return records, errors
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached `partition` of `__consumer_offsets`: its groups' offsets of this
