@@ -305,8 +305,8 @@ def test_an_unused_transactional_id_expires_and_stays_forgotten_after_a_restart(
     producer = txn_producer(node, tid)
     producer.begin_transaction()
     producer.produce(topic, b"kept", partition=0)
-    producer.commit_transaction(15)
-    assert describe_txn(node, tid)["transaction_state"] == "CompleteCommit"
+    producer.commit_transaction(15)  # returns once PrepareCommit is written; the markers follow
+    wait_for(lambda: describe_txn(node, tid)["transaction_state"] in ("CompleteCommit", ""), 10, "the commit")
 
     wait_for(lambda: describe_txn(node, tid)["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, 15,
              "the transactional id's expiry")
