@@ -36,7 +36,12 @@ def test_list_and_describe_show_the_open_transaction(node, open_transaction):
     info = json.loads(described.stdout)
     assert info["state"] == "Ongoing" and info["partitions"] == ["cli-txn-topic-0"] and info["duration_ms"] >= 0
 
-    open_transaction.commit_transaction(30)
+    open_transaction.commit_transaction(30)  # returns at PrepareCommit; CompleteCommit follows the markers
+    deadline = time.monotonic() + 10
+    while (states := [t["state"] for t in json.loads(odradek(node, "transactions", "list", "-o", "json").stdout)]) \
+            != ["CompleteCommit"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert states == ["CompleteCommit"]
     listed = odradek(node, "transactions", "list", "--state", "CompleteCommit", "-o", "json")
     assert [t["state"] for t in json.loads(listed.stdout)] == ["CompleteCommit"]
     assert json.loads(odradek(node, "transactions", "list", "--state", "Ongoing", "-o", "json").stdout) == []

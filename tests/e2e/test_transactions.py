@@ -288,7 +288,8 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(node_factory):
     assert time.monotonic() - started > 1.0  # not before the transaction timed out
     assert list_offset(node, topic, 0, READ_UNCOMMITTED) == 5
     assert read_all(node, topic, [0], "read_committed") == []
-    assert describe_txn(node, tid)["transaction_state"] == "CompleteAbort"
+    # the coordinator writes CompleteAbort once every marker is written: just after the LSO moved
+    wait_for(lambda: describe_txn(node, tid)["transaction_state"] == "CompleteAbort", 10, "CompleteAbort")
 
     with pytest.raises(KafkaException):
         producer.commit_transaction(15)
@@ -825,7 +826,7 @@ def test_restart_keeps_committed_and_times_out_the_open_transaction(node_factory
     assert list_offset(node, topic, 0, READ_UNCOMMITTED) == 13
     assert values(read_all(node, topic, [0], "read_committed")) == \
         [f"c1-{i}" for i in range(3)] + [f"c2-{i}" for i in range(3)]
-    assert describe_txn(node, open_tid)["transaction_state"] == "CompleteAbort"
+    wait_for(lambda: describe_txn(node, open_tid)["transaction_state"] == "CompleteAbort", 10, "CompleteAbort")
 
     # And the outcome survives another restart.
     node.stop()
