@@ -74,7 +74,7 @@ def _describe(broker, topic) -> dict:
 def _partition(broker, topic_name: str, p) -> dict:
     described = {"error_code": ErrorCode.NONE, "partition_index": p.partition, "leader_id": p.leader,
                  "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
-                 "offline_replicas": [], "eligible_leader_replicas": None, "last_known_elr": None}
+                 "offline_replicas": [], "eligible_leader_replicas": [], "last_known_elr": []}
     if p.leader < 0:
         described["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
     if broker.log_manager.is_offline(topic_name, p.partition):
