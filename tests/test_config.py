@@ -32,8 +32,8 @@ def test_properties_file_and_overrides(tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("num.partitions=zero", "num.partitions: expected a value of type int"),
-    ("auto.create.topics.enable=maybe", "expected a value of type boolean"),
+    ("num.partitions=zero", "Invalid value zero for configuration num.partitions: Not a number of type INT"),
+    ("auto.create.topics.enable=maybe", "Expected value to be either true or false"),
     ("listeners=nonsense", "cannot parse"),
     ("num.partitions=0", "must be positive"),
     ("novalue", "expects key=value"),

@@ -32,6 +32,9 @@ APIS = {
     53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 55: "DescribeQuorum", 56: "AlterPartition", 62: "BrokerRegistration",
     59: "FetchSnapshot", 63: "BrokerHeartbeat", 65: "DescribeTransactions", 66: "ListTransactions", 67: "AllocateProducerIds",
     68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions",
+    29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 34: "AlterReplicaLogDirs", 38: "CreateDelegationToken",
+    39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken", 57: "UpdateFeatures",
+    64: "UnregisterBroker", 74: "ListClientMetricsResources",
 }
 
 PRIMITIVE_NAMES = {

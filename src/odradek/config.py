@@ -24,7 +24,9 @@ class ConfigDef:
     read_only: bool = True  # True: needs a restart; False: changeable at run time (dynamic)
 
 
-# Kafka's broker settings that Odradek honours. Topic settings below default to their broker synonym.
+# Kafka's broker settings that Odradek knows, with Kafka's defaults and dynamic (run-time) ones as Kafka has
+# them. Topic settings default to their broker synonym. A few exist only so that a Kafka configuration and
+# Kafka's tools work unchanged; their descriptions say so.
 BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("node.id", "int", 1, "This node's id, unique in the cluster."),
     ConfigDef("process.roles", "list", "broker,controller", "broker, controller, or both (a lone node is both; a controller is a voter of the metadata quorum, a broker only follows it)."),
@@ -51,8 +53,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.dirs", "list", None, "Directories holding partition logs; defaults to log.dir."),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is not set."),
     ConfigDef("broker.rack", "string", None, "Rack (failure domain) of this node."),
-    ConfigDef("num.partitions", "int", 1, "Partitions of an auto-created topic, or of a created topic that names none.", read_only=False),
-    ConfigDef("default.replication.factor", "short", 1, "Replication factor of auto-created topics and of created topics that name none.", read_only=False),
+    ConfigDef("num.partitions", "int", 1, "Partitions of an auto-created topic, or of a created topic that names none."),
+    ConfigDef("default.replication.factor", "short", 1, "Replication factor of auto-created topics and of created topics that name none."),
     ConfigDef("auto.create.topics.enable", "boolean", True, "Create a topic when a client asks for its metadata or produces to it."),
     ConfigDef("delete.topic.enable", "boolean", True, "Allow topics to be deleted."),
     ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch accepted, after compression.", "max.message.bytes", False),
@@ -61,7 +63,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.segment.bytes", "int", 1073741824, "Size at which a segment is rolled.", "segment.bytes", False),
     ConfigDef("log.roll.ms", "long", None, "Age at which a segment is rolled; defaults to log.roll.hours.", "segment.ms", False),
     ConfigDef("log.roll.hours", "int", 168, "Age in hours at which a segment is rolled."),
-    ConfigDef("log.roll.jitter.ms", "long", 0, "Random jitter subtracted from the roll age.", "segment.jitter.ms", False),
+    ConfigDef("log.roll.jitter.ms", "long", None, "Random jitter subtracted from the roll age; defaults to log.roll.jitter.hours.", "segment.jitter.ms", False),
+    ConfigDef("log.roll.jitter.hours", "int", 0, "Roll jitter in hours."),
     ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes of log between two offset index entries.", "index.interval.bytes", False),
     ConfigDef("log.index.size.max.bytes", "int", 10485760, "Largest offset index size; a full index rolls the segment.", "segment.index.bytes", False),
     ConfigDef("log.retention.ms", "long", None, "How long segments are kept; defaults to log.retention.minutes.", "retention.ms", False),
@@ -70,7 +73,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.retention.bytes", "long", -1, "Size of a partition past which old segments are deleted; -1: no limit.", "retention.bytes", False),
     ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention is applied."),
     ConfigDef("log.initial.task.delay.ms", "long", 30000, "Delay after start before the first retention check."),
-    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idempotent producer state is dropped after this long without writes."),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idempotent producer state is dropped after this long without writes.", read_only=False),
     ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", "file.delete.delay.ms", False),
     ConfigDef("log.cleanup.policy", "list", "delete", "delete, compact, or both.", "cleanup.policy", False),
     ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept on compacted topics.", "delete.retention.ms", False),
@@ -78,18 +81,28 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a record stays ineligible for compaction.", "max.compaction.lag.ms", False),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio above which a log is compacted.", "min.cleanable.dirty.ratio", False),
     ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner, which compacts topics with cleanup.policy=compact."),
-    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's offset map (24 bytes a key): more keys than fit are compacted over several cleanings."),
-    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, "How full the cleaner's offset map may get."),
-    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "How long the cleaner sleeps when no log needs cleaning."),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's offset map (24 bytes a key): more keys than fit are compacted over several cleanings.", read_only=False),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, "How full the cleaner's offset map may get.", read_only=False),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "How long the cleaner sleeps when no log needs cleaning.", read_only=False),
+    ConfigDef("log.cleaner.threads", "int", 1, "Kafka's cleaner thread count; Odradek's node cleans with one thread whatever the value.", read_only=False),
+    ConfigDef("log.cleaner.io.buffer.size", "int", 524288, "Kafka's cleaner read/write buffer size; Odradek's cleaner sizes its own buffers.", read_only=False),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Kafka's cleaner I/O limit; not applied by Odradek.", read_only=False),
     ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Records appended before an fsync; the default leaves flushing to the OS.", "flush.messages", False),
-    ConfigDef("log.flush.interval.ms", "long", None, "Age of unflushed data before an fsync; the default leaves flushing to the OS.", "flush.ms", False),
+    ConfigDef("log.flush.interval.ms", "long", None, "Age of unflushed data before an fsync; defaults to log.flush.scheduler.interval.ms.", "flush.ms", False),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Default of log.flush.interval.ms (unlimited: flushing is left to the OS)."),
     ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files.", "preallocate", False),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", "message.timestamp.type", False),
     ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a record timestamp may be.", "message.timestamp.before.max.ms", False),
     ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "How far in the future a record timestamp may be.", "message.timestamp.after.max.ms", False),
     ConfigDef("compression.type", "string", "producer", "Compression of stored batches: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.", "compression.type", False),
+    ConfigDef("compression.gzip.level", "int", -1, "gzip level when the node compresses (compression.type=gzip).", "compression.gzip.level", False),
+    ConfigDef("compression.lz4.level", "int", 9, "lz4 level when the node compresses (compression.type=lz4).", "compression.lz4.level", False),
+    ConfigDef("compression.zstd.level", "int", 3, "zstd level when the node compresses (compression.type=zstd).", "compression.zstd.level", False),
+    ConfigDef("log.local.retention.ms", "long", -2, "Tiered storage's local retention; Odradek has no tiered storage, so it is only described.", "local.retention.ms", False),
+    ConfigDef("log.local.retention.bytes", "long", -2, "Tiered storage's local retention; Odradek has no tiered storage, so it is only described.", "local.retention.bytes", False),
     ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets, created when first needed."),
     ConfigDef("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets (at most the number of nodes)."),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets."),
     ConfigDef("offsets.retention.minutes", "int", 10080, "Committed offsets of an empty group expire after this long."),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed."),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset."),
@@ -110,13 +123,37 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("group.consumer.assignors", "list", "uniform,range", "Server-side assignors of KIP-848 groups; the first is the default."),
     ConfigDef("min.insync.replicas", "int", 1, "In-sync replicas needed for an acks=all write.", "min.insync.replicas", False),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become leader.", "unclean.leader.election.enable", False),
+    ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node sends to followers of the partitions listed in their topic's leader.replication.throttled.replicas.", read_only=False),
+    ConfigDef("follower.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node fetches as a follower of the partitions listed in their topic's follower.replication.throttled.replicas.", read_only=False),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "Bytes/s at which AlterReplicaLogDirs copies a partition to another log dir.", read_only=False),
+    ConfigDef("max.connections", "int", 2147483647, "Client connections this node accepts on its client listeners; more are closed at once.", read_only=False),
+    ConfigDef("max.connections.per.ip", "int", 2147483647, "Client connections this node accepts from one address; more are closed at once.", read_only=False),
+    ConfigDef("num.network.threads", "int", 3, "Kafka's network thread count; a node is one asyncio thread, so it is only described.", read_only=False),
+    ConfigDef("num.io.threads", "int", 8, "Kafka's request handler thread count; a node is one asyncio thread, so it is only described.", read_only=False),
+    ConfigDef("background.threads", "int", 10, "Kafka's background thread count; a node is one asyncio thread, so it is only described.", read_only=False),
+    ConfigDef("num.replica.fetchers", "int", 1, "Kafka's fetcher threads per source broker; Odradek runs one fetcher task per leader.", read_only=False),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Kafka's log recovery thread count; Odradek recovers logs one at a time.", read_only=False),
+    ConfigDef("socket.send.buffer.bytes", "int", 102400, "Kafka's socket send buffer size; Odradek leaves buffer sizes to the OS."),
+    ConfigDef("socket.receive.buffer.bytes", "int", 102400, "Kafka's socket receive buffer size; Odradek leaves buffer sizes to the OS."),
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
 
-# Test-only settings, not part of the reference: Kafka's internal.segment.bytes (segments below the
-# 1 MiB floor of segment.bytes), passed to every topic's LogConfig.
-INTERNAL_SETTINGS = ("internal.segment.bytes",)
+# Broker settings that stand for one another, in precedence order (Kafka's DynamicBrokerConfig synonyms).
+_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """`name` and the settings it falls back to, or that fall back to each other, in Kafka's order."""
+    if name == "log.flush.interval.ms":  # the scheduler interval is its default, not the other way round
+        return name, "log.flush.scheduler.interval.ms"
+    return next((group for group in _SYNONYM_GROUPS if name in group), (name,))
+
+
 
 TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_MAX_LENGTH = 249
@@ -152,20 +189,34 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
     return props
 
 
-def _convert(definition: ConfigDef, value: str) -> object:
+_INTEGER_RANGES = {"short": 2**15, "int": 2**31, "long": 2**63}
+
+
+def convert(definition: ConfigDef, value: str) -> object:
+    """A setting's text as its type; a ConfigError in Kafka's words when it is not one."""
     kind = definition.type
-    try:
-        if kind == "boolean":
-            lowered = value.strip().lower()
-            if lowered not in ("true", "false"):
-                raise ValueError
-            return lowered == "true"
-        if kind in ("int", "short", "long"):
-            return int(value)
-        if kind == "double":
-            return float(value)
-    except ValueError:
-        raise ConfigError(f"{definition.name}: expected a value of type {kind}, got {value!r}") from None
+
+    def invalid(why: str) -> ConfigError:
+        return ConfigError(f"Invalid value {value} for configuration {definition.name}: {why}")
+
+    text = value.strip()
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind in _INTEGER_RANGES:
+        try:
+            number = int(text)
+        except ValueError:
+            raise invalid(f"Not a number of type {kind.upper()}") from None
+        if not -_INTEGER_RANGES[kind] <= number < _INTEGER_RANGES[kind]:
+            raise invalid(f"Not a number of type {kind.upper()}")
+        return number
+    if kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise invalid("Not a number of type DOUBLE") from None
     return value
 
 
@@ -194,9 +245,9 @@ class BrokerConfig:
         self.values: dict[str, object] = {}
         for definition in BROKER_CONFIGS:
             raw = self.explicit.get(definition.name)
-            self.values[definition.name] = definition.default if raw is None else _convert(definition, raw)
+            self.values[definition.name] = definition.default if raw is None else convert(definition, raw)
         self.unknown = sorted(name for name in self.explicit
-                              if name not in BROKER_CONFIG_BY_NAME and name not in INTERNAL_SETTINGS)
+                              if name not in BROKER_CONFIG_BY_NAME)
         self._validate()
 
     @classmethod
@@ -301,11 +352,9 @@ class BrokerConfig:
                 defaults[definition.topic_name] = _to_text(self.values[definition.name])
         defaults["retention.ms"] = str(self.retention_ms)
         defaults["segment.ms"] = str(self.roll_ms)
+        defaults["segment.jitter.ms"] = str(self.roll_jitter_ms)
         if self.values["log.flush.interval.ms"] is None:
-            defaults["flush.ms"] = str(LONG_MAX)
-        for name in INTERNAL_SETTINGS:
-            if name in self.explicit:
-                defaults[name] = self.explicit[name]
+            defaults["flush.ms"] = str(self["log.flush.scheduler.interval.ms"])
         return defaults
 
     @property
@@ -321,6 +370,12 @@ class BrokerConfig:
         if self["log.roll.ms"] is not None:
             return self["log.roll.ms"]
         return self["log.roll.hours"] * 3_600_000
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        if self["log.roll.jitter.ms"] is not None:
+            return self["log.roll.jitter.ms"]
+        return self["log.roll.jitter.hours"] * 3_600_000
 
 
 def _to_text(value: object) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from odradek.config import BrokerConfig
 from odradek.controller import controller as controller_module
+from odradek.controller import features
 from odradek.controller.controller import PRODUCER_ID_BLOCK_SIZE, Controller
 from odradek.controller.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, PartitionImage
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -234,8 +235,8 @@ INVALID_CHANGES = [
              "bad config value"),
     _invalid(lambda c: c.create_topic("new", configs={"no.such": "1"}), ErrorCode.INVALID_CONFIG,
              "unknown config"),
-    _invalid(lambda c: c.create_topic("new", configs={"internal.segment.bytes": "100"}), ErrorCode.INVALID_CONFIG,
-             "internal config"),
+    _invalid(lambda c: c.create_topic("new", configs={"segment.bytes": "13"}), ErrorCode.INVALID_CONFIG,
+             "segment.bytes below Kafka 4.0's floor of 14"),
     _invalid(lambda c: c.create_topic("new", assignments={0: [7]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT,
              "unknown broker in assignment"),
     _invalid(lambda c: c.create_topic("new", assignments={0: [1], 1: [1, 7]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -267,12 +268,16 @@ INVALID_CHANGES = [
              ErrorCode.INVALID_CONFIG, "bad topic config value"),
     _invalid(lambda c: c.alter_configs(TOPIC_RESOURCE, "existing", {"no.such": "1"}), ErrorCode.INVALID_CONFIG,
              "unknown topic config"),
-    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "1", {"log.dirs": "/x"}), ErrorCode.INVALID_CONFIG,
+    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "1", {"log.dirs": "/x"}), ErrorCode.INVALID_REQUEST,
              "read-only broker config"),
-    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "", {"no.such.setting": "1"}), ErrorCode.INVALID_CONFIG,
-             "unknown broker config"),
-    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "soon"}), ErrorCode.INVALID_CONFIG,
+    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "", {"num.partitions": "3"}), ErrorCode.INVALID_REQUEST,
+             "num.partitions is not dynamic in Kafka"),
+    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "soon"}), ErrorCode.INVALID_REQUEST,
              "bad broker default of a topic config"),
+    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "1", {"log.cleaner.threads": "abc"}), ErrorCode.INVALID_REQUEST,
+             "bad value of a dynamic broker config"),
+    _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "1", {"log.segment.bytes": "13"}), ErrorCode.INVALID_REQUEST,
+             "broker default of a topic config out of range"),
     _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "9", {"log.retention.ms": "1"}), ErrorCode.INVALID_REQUEST,
              "unknown broker id"),
     _invalid(lambda c: c.alter_configs(BROKER_RESOURCE, "one", {"log.retention.ms": "1"}), ErrorCode.INVALID_REQUEST,
@@ -293,7 +298,7 @@ async def test_invalid_changes_are_rejected_without_committing(call, code):
     assert list(cluster.image.topics) == ["existing"]
     assert list(cluster.image.topics["existing"].partitions) == [0]
     assert cluster.image.topics["existing"].configs == {"retention.ms": "1000"}
-    assert cluster.image.broker_configs == {}
+    assert not any(cluster.image.broker_configs.values())
 
 
 @run_async
@@ -355,7 +360,7 @@ async def test_validate_only_validates_and_commits_nothing():
     assert len(cluster.quorum.entries) == entries
     assert list(cluster.image.topics) == ["existing"]
     assert list(cluster.image.topics["existing"].partitions) == [0]
-    assert cluster.image.topics["existing"].configs == {} and cluster.image.broker_configs == {}
+    assert cluster.image.topics["existing"].configs == {} and not any(cluster.image.broker_configs.values())
     await expect_error(ErrorCode.INVALID_TOPIC_EXCEPTION, cluster.controller.create_topic("bad name", validate_only=True))
     await expect_error(ErrorCode.INVALID_REPLICATION_FACTOR,
                        cluster.controller.create_topic("dry", 1, 3, validate_only=True))
@@ -439,11 +444,65 @@ async def test_dynamic_broker_default_flows_into_topic_configs_under_topic_overr
     plain = await cluster.controller.create_topic("plain", 1, 1)
     overridden = await cluster.controller.create_topic("overridden", 1, 1, configs={"retention.ms": "1000"})
     await cluster.controller.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "5000"})
-    assert cluster.image.broker_configs == {"log.retention.ms": "5000"}
+    assert cluster.image.broker_configs[""] == {"log.retention.ms": "5000"}
     assert cluster.controller.log_config(plain).retention_ms == 5000
     assert cluster.controller.log_config(overridden).retention_ms == 1000
     await cluster.controller.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": None})
     assert cluster.controller.log_config(plain).retention_ms == 7 * 24 * 3600 * 1000
+
+
+@run_async
+async def test_a_brokers_own_dynamic_config_wins_over_the_cluster_default_and_only_there():
+    cluster = await start_cluster(1, 2)
+    plain = await cluster.controller.create_topic("plain", 1, 1)
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "5000"})
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "1", {"log.retention.ms": "7000"})
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "2", {"log.retention.ms": "9000"})
+    assert cluster.image.broker_configs == {"": {"log.retention.ms": "5000"}, "1": {"log.retention.ms": "7000"},
+                                            "2": {"log.retention.ms": "9000"}}
+    assert cluster.controller.log_config(plain).retention_ms == 7000  # this controller is node 1
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "1", {"log.retention.ms": None})
+    assert cluster.controller.log_config(plain).retention_ms == 5000
+
+
+@run_async
+async def test_unknown_broker_config_names_are_kept_as_kafka_keeps_them():
+    cluster = await start_cluster(1)
+    await cluster.controller.alter_configs(BROKER_RESOURCE, "1", {"some.plugin.setting": "x"})
+    assert cluster.image.broker_configs["1"] == {"some.plugin.setting": "x"}
+
+
+@run_async
+async def test_feature_levels_start_at_the_defaults_and_change_only_within_what_is_supported():
+    cluster = await start_cluster(1)
+    await cluster.controller.activate("cluster")
+    assert cluster.image.features == {"metadata.version": 25, "group.version": 1}
+    downgrade = features.FeatureUpdate("group.version", 0, features.SAFE_DOWNGRADE)
+    await cluster.controller.update_features([downgrade], validate_only=True)
+    assert cluster.image.features["group.version"] == 1
+    await cluster.controller.update_features([downgrade], validate_only=False)
+    assert "group.version" not in cluster.image.features  # level 0: not finalized
+    for update in (features.FeatureUpdate("group.version", 2, features.UPGRADE),
+                   features.FeatureUpdate("metadata.version", 21, features.SAFE_DOWNGRADE),
+                   features.FeatureUpdate("transaction.version", 2, features.UPGRADE),
+                   features.FeatureUpdate("no.such.feature", 1, features.UPGRADE)):
+        error = await expect_error(ErrorCode.INVALID_UPDATE_VERSION,
+                                   cluster.controller.update_features([update], validate_only=False))
+        assert error.message.startswith("The update failed for all features since the following feature had an "
+                                        f"error: Invalid update version {update.level} for feature {update.name}") \
+            or "Refusing to perform the requested downgrade" in error.message
+    assert cluster.image.features == {"metadata.version": 25}
+
+
+@run_async
+async def test_unregistering_a_broker_forgets_it_and_moves_its_leaderships():
+    cluster = await start_cluster(1, 2)
+    topic = await cluster.controller.create_topic("t", assignments={0: [2, 1]})
+    assert topic.partitions[0].leader == 2
+    await cluster.controller.unregister_broker(2)
+    assert 2 not in cluster.image.brokers
+    assert topic.partitions[0].leader == 1 and topic.partitions[0].isr == [1]
+    await expect_error(ErrorCode.BROKER_ID_NOT_REGISTERED, cluster.controller.unregister_broker(2))
 
 
 # the active controller

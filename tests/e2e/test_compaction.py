@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from odradek.protocol.records import decode_batches
 
 NODE_SETTINGS = {
-    "internal.segment.bytes": "16384",  # many small segments (test-only override)
+    "log.segment.bytes": "16384",  # many small segments
     "log.cleaner.backoff.ms": "100",
     "log.segment.delete.delay.ms": "500",
 }
@@ -163,7 +163,7 @@ def test_keyless_records_are_rejected_once_the_topic_becomes_compacted(node_fact
 
 
 def test_committed_offsets_survive_compaction_of_consumer_offsets_and_a_restart(node_factory):
-    node = node_factory({**NODE_SETTINGS, "offsets.topic.num.partitions": "1",
+    node = node_factory({**NODE_SETTINGS, "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "16384",
                          "log.cleaner.min.cleanable.ratio": "0.01"})
     topic = f"data-{uuid.uuid4().hex[:8]}"
     create_topic(node, topic, {})

@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 NODE_SETTINGS = {
-    "internal.segment.bytes": "16384",  # many small segments (test-only override)
+    "log.segment.bytes": "16384",  # many small segments
     "log.cleaner.backoff.ms": "50",
     "log.segment.delete.delay.ms": "200",
 }

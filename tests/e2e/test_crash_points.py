@@ -55,7 +55,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 CRASHES = 50
 NODE_SETTINGS = {
-    "internal.segment.bytes": "65536",  # test-only: below the 1 MiB floor of segment.bytes, node-wide
+    "log.segment.bytes": "65536",  # many small segments, node-wide
     "log.retention.check.interval.ms": "100",
     "log.initial.task.delay.ms": "0",  # retention right after every restart, where recovery just ran
     "log.cleaner.backoff.ms": "50",

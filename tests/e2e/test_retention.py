@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-SEGMENT_BYTES = 1 << 20  # the smallest segment.bytes Kafka 4.0 allows
+SEGMENT_BYTES = 1 << 20  # segments of 1 MiB: several per partition
 VALUE = b"r" * 1000
 
 

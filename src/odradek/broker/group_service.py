@@ -21,7 +21,7 @@ from odradek.protocol.records import COMMIT_MARKER, build_batch, marker_of
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 
 
@@ -102,10 +102,12 @@ class GroupService:
         """Create `__consumer_offsets` when it is first needed, as Kafka does; False if it cannot exist."""
         if OFFSETS_TOPIC in self.node.image.topics:
             return True
-        replication = min(self.node.config["offsets.topic.replication.factor"], len(self.node.image.live_brokers))
+        config = self.node.config
+        replication = min(config["offsets.topic.replication.factor"], len(self.node.image.live_brokers))
+        configs = {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config["offsets.topic.segment.bytes"])}
         response = await self.node.controller_channel.request(19, 7, {"topics": [{
             "name": OFFSETS_TOPIC, "num_partitions": self.core.num_partitions, "replication_factor": replication,
-            "assignments": [], "configs": [{"name": k, "value": v} for k, v in OFFSETS_TOPIC_CONFIGS.items()]}],
+            "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
             "timeout_ms": 30000, "validate_only": False})
         error = response["topics"][0]["error_code"]
         if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):

@@ -21,6 +21,7 @@ from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dispatcher import Dispatcher, Route
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_service import OFFSETS_TOPIC, GroupService
+from odradek.broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from odradek.broker.handlers.api_versions import handle_api_versions
 from odradek.broker.handlers.broker_lifecycle import (
     handle_allocate_producer_ids,
@@ -28,14 +29,22 @@ from odradek.broker.handlers.broker_lifecycle import (
     handle_broker_heartbeat,
     handle_broker_registration,
 )
-from odradek.broker.handlers.cluster import handle_describe_cluster
+from odradek.broker.handlers.cluster import handle_describe_cluster, handle_unregister_broker
 from odradek.broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
+    handle_list_client_metrics_resources,
+)
+from odradek.broker.handlers.delegation_tokens import (
+    handle_create_delegation_token,
+    handle_describe_delegation_token,
+    handle_expire_delegation_token,
+    handle_renew_delegation_token,
 )
 from odradek.broker.handlers.delete_records import handle_delete_records
 from odradek.broker.handlers.elect_leaders import handle_elect_leaders
+from odradek.broker.handlers.features import handle_update_features
 from odradek.broker.handlers.fetch import handle_fetch
 from odradek.broker.handlers.groups import (
     handle_consumer_group_describe,
@@ -71,6 +80,7 @@ from odradek.broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from odradek.broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from odradek.broker.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -125,6 +135,7 @@ ROUTES = (
     (14, 0, 5, handle_sync_group),
     (15, 0, 6, handle_describe_groups),
     (16, 0, 5, handle_list_groups),
+    (17, 0, 1, handle_sasl_handshake),
     (18, 0, 4, handle_api_versions),
     (19, 2, 7, handle_create_topics),
     (20, 1, 6, handle_delete_topics),
@@ -136,34 +147,55 @@ ROUTES = (
     (26, 0, 4, handle_end_txn),  # not v5: no transaction version 2 (an epoch bump per transaction)
     (27, 1, 1, handle_write_txn_markers),
     (28, 0, 4, handle_txn_offset_commit),
+    (29, 1, 3, handle_describe_acls),
+    (30, 1, 3, handle_create_acls),
+    (31, 1, 3, handle_delete_acls),
     (32, 1, 4, handle_describe_configs),
     (33, 0, 2, handle_alter_configs),
     (35, 1, 4, handle_describe_log_dirs),
+    (36, 0, 2, handle_sasl_authenticate),
     (37, 0, 3, handle_create_partitions),
+    (38, 1, 3, handle_create_delegation_token),
+    (39, 1, 2, handle_renew_delegation_token),
+    (40, 1, 2, handle_expire_delegation_token),
+    (41, 1, 3, handle_describe_delegation_token),
     (42, 0, 2, handle_delete_groups),
     (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
     (47, 0, 0, handle_offset_delete),
-    (55, 0, 1, handle_describe_quorum),
+    (55, 0, 2, handle_describe_quorum),
+    (57, 0, 2, handle_update_features),
     (60, 0, 2, handle_describe_cluster),
     (61, 0, 0, handle_describe_producers),
+    (64, 0, 0, handle_unregister_broker),
     (65, 0, 0, handle_describe_transactions),
     (66, 0, 1, handle_list_transactions),
     (68, 0, 1, handle_consumer_group_heartbeat),
     (69, 0, 1, handle_consumer_group_describe),
+    (74, 0, 0, handle_list_client_metrics_resources),
     (75, 0, 0, handle_describe_topic_partitions),
 )
-# The controller listener: the quorum's RPCs, the brokers' requests to the active controller, and the admin
-# requests other nodes forward to it.
+# The controller listener: the quorum's RPCs, the brokers' requests to the active controller, the admin
+# requests other nodes forward to it, and what tools ask with --bootstrap-controller.
 CONTROLLER_ROUTES = (
     (1, 12, 17, handle_metadata_fetch),
+    (17, 0, 1, handle_sasl_handshake),
     (18, 0, 4, handle_api_versions),
     (19, 2, 7, handle_create_topics),
     (20, 1, 6, handle_delete_topics),
+    (29, 1, 3, handle_describe_acls),
+    (30, 1, 3, handle_create_acls),
+    (31, 1, 3, handle_delete_acls),
+    (32, 1, 4, handle_describe_configs),
     (33, 0, 2, handle_alter_configs),
+    (36, 0, 2, handle_sasl_authenticate),
     (37, 0, 3, handle_create_partitions),
+    (38, 1, 3, handle_create_delegation_token),
+    (39, 1, 2, handle_renew_delegation_token),
+    (40, 1, 2, handle_expire_delegation_token),
+    (41, 1, 3, handle_describe_delegation_token),
     (43, 0, 2, handle_elect_leaders),
     (44, 0, 1, handle_incremental_alter_configs),
     (45, 0, 0, handle_alter_partition_reassignments),
@@ -171,11 +203,14 @@ CONTROLLER_ROUTES = (
     (52, 0, 2, handle_vote),
     (53, 0, 0, handle_begin_quorum_epoch),
     (54, 0, 0, handle_end_quorum_epoch),
-    (55, 0, 1, handle_describe_quorum),
+    (55, 0, 2, handle_describe_quorum),
     (56, 2, 3, handle_alter_partition),
+    (57, 0, 2, handle_update_features),
     (59, 0, 0, handle_fetch_snapshot),
+    (60, 0, 2, handle_describe_cluster),
     (62, 0, 4, handle_broker_registration),
     (63, 0, 1, handle_broker_heartbeat),
+    (64, 0, 0, handle_unregister_broker),
     (67, 0, 0, handle_allocate_producer_ids),
 )
 # librdkafka refuses to produce unless Produce v0-2 are listed (KAFKA-18659); they are still rejected if used.
@@ -528,14 +563,24 @@ class Node:
             log.info("Auto-creation of topic %s failed: %s", name, exc)
         return self.image.topics.get(name)
 
-    def broker_endpoints(self, listener_name: str, key: str) -> list[dict]:
-        """The live brokers as Metadata and DescribeCluster list them, at their `listener_name` endpoints."""
+    def broker_endpoints(self, listener_name: str, key: str, include_fenced: bool = False) -> list[dict]:
+        """The live (or all) brokers as Metadata and DescribeCluster list them, at their `listener_name` endpoints."""
         endpoints = []
-        for broker_id in self.image.live_brokers:
+        for broker_id in sorted(self.image.brokers) if include_fenced else self.image.live_brokers:
             broker = self.image.brokers[broker_id]
             host, port = broker.endpoints.get(listener_name) or next(iter(broker.endpoints.values()))
-            endpoints.append({key: broker_id, "host": host, "port": port, "rack": broker.rack, "is_fenced": False})
+            endpoints.append({key: broker_id, "host": host, "port": port, "rack": broker.rack,
+                              "is_fenced": broker.fenced})
         return endpoints
+
+    def controller_endpoints(self) -> list[dict]:
+        """The metadata quorum's voters at their controller listeners, as DescribeCluster lists controllers."""
+        voters = self.config.quorum_voters
+        if not voters and self.config.controller_listeners:  # a lone node: the quorum is itself
+            listener = self.config.controller_listeners[0]
+            voters = {self.node_id: (listener.host or "localhost", listener.port)}
+        return [{"broker_id": node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
+                for node_id, (host, port) in sorted(voters.items())]
 
     def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
         """Where other brokers reach broker `node_id` (its inter-broker listener), if it is known."""

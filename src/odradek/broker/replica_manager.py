@@ -89,6 +89,7 @@ class ProduceResult:
     message: str | None = None
     last_offset: int = -1
     leader_epoch: int = -1
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass
@@ -207,6 +208,9 @@ class ReplicaManager:
             partition = self.partition(topic, index)
             info = write(partition)
         except KafkaError as exc:
+            if exc.record_errors:
+                return ProduceResult(exc.code, message=exc.message, log_start_offset=partition.log.log_start_offset,
+                                     record_errors=exc.record_errors)
             return ProduceResult(exc.code, message=exc.message)
         except OSError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._storage_failed(partition, exc).message)

@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Protocol
 
-from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, validate_topic_name
+from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, ConfigError, convert, validate_topic_name
+from odradek.controller import features
 from odradek.controller.metadata_image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -29,6 +30,7 @@ from odradek.controller.metadata_image import (
     TopicImage,
 )
 from odradek.controller.placement import place_replicas
+from odradek.dynamic_config import DynamicBrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from odradek.uuid_text import uuid_to_text
@@ -57,6 +59,7 @@ class Controller:
         self.node_id = config.node_id
         self.image = image
         self.quorum = quorum
+        self.dynamic = DynamicBrokerConfig(config, image, config.node_id)
         self._lock = asyncio.Lock()
         self._last_heartbeat_ms: dict[int, int] = {}  # kept by the active controller only
 
@@ -80,8 +83,14 @@ class Controller:
         async with self._lock:
             now = monotonic_ms()
             self._last_heartbeat_ms = dict.fromkeys(self.image.brokers, now)
-            if self.image.cluster_id is None and self.quorum.is_active:
-                await self._commit([{"type": "ClusterRecord", "cluster_id": cluster_id}])
+            records = []
+            if self.image.cluster_id is None:
+                records.append({"type": "ClusterRecord", "cluster_id": cluster_id})
+            if not self.image.features:  # a new cluster, or one from before feature levels
+                records += [{"type": "FeatureLevelRecord", "name": name, "feature_level": level}
+                            for name, level in features.DEFAULT_LEVELS.items()]
+            if records and self.quorum.is_active:
+                await self._commit(records)
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A block of producer ids never handed out before (start, length), also across restarts."""
@@ -94,12 +103,7 @@ class Controller:
     # topics
 
     def topic_defaults(self) -> dict[str, str]:
-        defaults = self.config.topic_defaults()
-        for name, value in self.image.broker_configs.items():
-            definition = BROKER_CONFIG_BY_NAME.get(name)
-            if definition and definition.topic_name:
-                defaults[definition.topic_name] = value
-        return defaults
+        return self.dynamic.current.topic_defaults()
 
     def log_config(self, topic: TopicImage) -> LogConfig:
         return LogConfig.from_properties({**self.topic_defaults(), **topic.configs})
@@ -238,21 +242,48 @@ class Controller:
             elif resource_type == BROKER_RESOURCE:
                 if resource_name != "" and not (resource_name.isdigit() and int(resource_name) in self.image.brokers):
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource_name}.")
-                for name, value in changes.items():
-                    definition = BROKER_CONFIG_BY_NAME.get(name)
-                    if definition is None:
-                        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
-                    if definition.read_only:
-                        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot update {name} at run time: it needs a restart.")
-                    if value is not None and definition.topic_name:
-                        LogConfig.from_properties({**self.topic_defaults(), definition.topic_name: value})
+                self._validate_broker_configs(changes)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
             if validate_only:
                 return
-            name_key = resource_name if resource_type == TOPIC_RESOURCE else ""
-            await self._commit([{"type": "ConfigRecord", "resource_type": resource_type, "resource_name": name_key,
+            await self._commit([{"type": "ConfigRecord", "resource_type": resource_type, "resource_name": resource_name,
                                  "name": key, "value": value} for key, value in changes.items()])
+
+    def _validate_broker_configs(self, changes: dict[str, str | None]) -> None:
+        """Kafka's checks of a dynamic broker config change: only dynamic settings, values of their type and
+        range. Names Kafka does not know are kept, as Kafka keeps them (a plugin may read them)."""
+        static = sorted(name for name in changes
+                        if name in BROKER_CONFIG_BY_NAME and BROKER_CONFIG_BY_NAME[name].read_only)
+        if static:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Cannot update these configs dynamically: Set({', '.join(static)})")
+        for name, value in changes.items():
+            definition = BROKER_CONFIG_BY_NAME.get(name)
+            if value is None or definition is None:
+                continue
+            try:
+                convert(definition, value)
+                if definition.topic_name:
+                    LogConfig.from_properties({**self.topic_defaults(), definition.topic_name: value})
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            except KafkaError as exc:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 exc.message.replace(definition.topic_name, name, 1)) from None
+
+    # features
+
+    async def update_features(self, updates: list[features.FeatureUpdate], validate_only: bool) -> None:
+        async with self._lock:
+            self.check_active()
+            problem = features.check_updates(self.image.features, updates, self.node_id)
+            if problem is not None:
+                raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, problem)
+            if validate_only or not updates:
+                return
+            await self._commit([{"type": "FeatureLevelRecord", "name": update.name, "feature_level": update.level}
+                                for update in updates])
 
     # brokers
 
@@ -295,6 +326,19 @@ class Controller:
                 await self._commit([{"type": "UnfenceBrokerRecord", "broker_id": broker_id, "epoch": broker.epoch},
                                     *self._unfence_changes(broker_id)])
             return {"is_caught_up": caught_up, "is_fenced": broker.fenced, "should_shut_down": want_shut_down}
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Forget a broker (`kafka-cluster unregister`): it leaves every ISR and its leaderships move, as if
+        fenced. A broker still running registers again at its next heartbeat."""
+        async with self._lock:
+            self.check_active()
+            broker = self.image.brokers.get(broker_id)
+            if broker is None:
+                raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
+            changes = self._fence_changes(broker_id) if not broker.fenced else []
+            await self._commit([*changes, {"type": "UnregisterBrokerRecord", "broker_id": broker_id,
+                                           "epoch": broker.epoch}])
+            self._last_heartbeat_ms.pop(broker_id, None)
 
     async def fence_silent_brokers(self) -> list[int]:
         """Fence every broker whose session expired; returns their ids."""

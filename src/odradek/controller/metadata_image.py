@@ -1,8 +1,9 @@
 """The metadata image: brokers, topics, partitions and configs, rebuilt by applying metadata records in order.
 
 Records mirror Kafka's KRaft metadata records (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
-TopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord, RemoveTopicRecord). Every node applies
-the committed records of the metadata quorum's log, so every node holds the same image.
+UnregisterBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord, RemoveTopicRecord,
+FeatureLevelRecord). Every node applies the committed records of the metadata quorum's log, so every node
+holds the same image.
 """
 
 from __future__ import annotations
@@ -50,9 +51,12 @@ class MetadataImage:
         self.brokers: dict[int, BrokerImage] = {}
         self.topics: dict[str, TopicImage] = {}
         self.topics_by_id: dict[bytes, TopicImage] = {}
-        self.broker_configs: dict[str, str] = {}
+        # dynamic broker configs by resource name: "" holds the cluster-wide defaults, "1" broker 1's own
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.cluster_id: str | None = None
         self.next_producer_id = 0
+        self.features: dict[str, int] = {}  # finalized feature levels
+        self.features_epoch = -1  # the metadata offset of the last feature level change
 
     @property
     def live_brokers(self) -> list[int]:
@@ -100,6 +104,16 @@ class MetadataImage:
             self.next_producer_id = record["next_producer_id"]
         elif kind == "ClusterRecord":
             self.cluster_id = record["cluster_id"]
+        elif kind == "FeatureLevelRecord":
+            if record["feature_level"]:
+                self.features[record["name"]] = record["feature_level"]
+            else:
+                self.features.pop(record["name"], None)
+            self.features_epoch = record.get("epoch", offset)
+        elif kind == "UnregisterBrokerRecord":
+            broker = self.brokers.get(record["broker_id"])
+            if broker is not None and broker.epoch == record["epoch"]:
+                del self.brokers[record["broker_id"]]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 
@@ -115,12 +129,15 @@ class MetadataImage:
         if self.cluster_id is not None:
             records.append({"type": "ClusterRecord", "cluster_id": self.cluster_id})
         records.append({"type": "ProducerIdsRecord", "next_producer_id": self.next_producer_id})
+        records += [{"type": "FeatureLevelRecord", "name": name, "feature_level": level, "epoch": self.features_epoch}
+                    for name, level in sorted(self.features.items())]
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             records.append({"type": "RegisterBrokerRecord", "broker_id": b.broker_id, "epoch": b.epoch,
                             "incarnation_id": b.incarnation_id, "fenced": b.fenced, "rack": b.rack,
                             "endpoints": [[name, host, port] for name, (host, port) in b.endpoints.items()]})
-        records += [{"type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": "", "name": name,
-                     "value": value} for name, value in sorted(self.broker_configs.items())]
+        records += [{"type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": resource, "name": name,
+                     "value": value} for resource, configs in sorted(self.broker_configs.items())
+                    for name, value in sorted(configs.items())]
         for topic in self.topics.values():
             topic_id = uuid_to_text(topic.topic_id)
             records.append({"type": "TopicRecord", "name": topic.name, "topic_id": topic_id})
@@ -136,4 +153,8 @@ class MetadataImage:
         if record["resource_type"] == TOPIC_RESOURCE:
             topic = self.topics.get(record["resource_name"])
             return topic.configs if topic else None
-        return self.broker_configs
+        return self.broker_configs.setdefault(record["resource_name"], {})
+
+    def dynamic_broker_configs(self, broker_id: int | str) -> tuple[dict[str, str], dict[str, str]]:
+        """(broker `broker_id`'s own dynamic configs, the cluster-wide dynamic defaults)."""
+        return self.broker_configs.get(str(broker_id), {}), self.broker_configs.get("", {})

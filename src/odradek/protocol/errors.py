@@ -138,9 +138,15 @@ class ErrorCode(IntEnum):
 
 
 class KafkaError(Exception):
-    """A client-visible failure: handlers turn it into its error code (and message) in the response."""
+    """A client-visible failure: handlers turn it into its error code (and message) in the response.
 
-    def __init__(self, code: ErrorCode, message: str | None = None):
+    `record_errors` name the records of a produced batch that caused it, as (index in the batch, message):
+    the whole batch is refused, and a client may resend the other records (KIP-467).
+    """
+
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: tuple[tuple[int, str], ...] = ()):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        self.record_errors = record_errors

@@ -125,6 +125,7 @@ class RaftCore:
         self._fetch_offsets: dict[int, int] = {}  # voters only
         self._last_fetch_ms: dict[int, int] = {}  # voters only
         self._observer_offsets: dict[int, int] = {}
+        self._fetch_times: dict[int, tuple[int, int]] = {}  # on the leader: (last fetch, last caught up) by node
         self._begin_sent_ms = 0
         # prospective and candidate state: the voters that granted the pre-vote, or the vote
         self._votes: set[int] = set()
@@ -165,6 +166,13 @@ class RaftCore:
         if self.role is not Role.LEADER:
             return {}
         return dict(self._observer_offsets)
+
+    def fetch_times(self, now_ms: int) -> dict[int, tuple[int, int]]:
+        """On the leader, for each replica that fetched in this epoch (and the leader itself, now): when it
+        last fetched, and when it last fetched from the log end (was caught up); else empty."""
+        if self.role is not Role.LEADER:
+            return {}
+        return {**self._fetch_times, self.node_id: (now_ms, now_ms)}
 
     def propose(self, data: object, now_ms: int) -> int | None:
         """Append `data` on the leader; returns its offset (committed once the high watermark passes it)."""
@@ -338,6 +346,7 @@ class RaftCore:
         self._fetch_offsets = {}
         self._last_fetch_ms = {}
         self._observer_offsets = {}
+        self._fetch_times = {}
         self._deadline_ms = now_ms + self.config.fetch_timeout_ms
         self.log.append([Entry(self.epoch, None)])  # leader-change record: lets this epoch commit
         self.log.flush()
@@ -415,6 +424,8 @@ class RaftCore:
         if voter:
             self._last_fetch_ms[request.src] = now_ms
         fetch_offset = request.fetch_offset
+        caught_up_ms = now_ms if fetch_offset >= self.log.end_offset else self._fetch_times.get(request.src, (0, -1))[1]
+        self._fetch_times[request.src] = (now_ms, caught_up_ms)
         if fetch_offset < self.log.start_offset:
             return self._snapshot_id_reply(reply)
         if fetch_offset > 0:

@@ -489,11 +489,16 @@ class PartitionLog:
                 raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
                                  f"timestamp {timestamp} is out of range: it should be within [{low}, {high}]")
 
-    @staticmethod
-    def _check_keys(records_view, info: BatchInfo) -> None:
-        for record in records.decode_batch(records_view, info):
-            if record.key is None:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topics cannot accept records without a key")
+    def _check_keys(self, records_view, info: BatchInfo) -> None:
+        """A compacted topic refuses a batch with keyless records, naming each of them (as Kafka does)."""
+        reason = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
+        keyless = tuple((index, reason) for index, record in enumerate(records.decode_batch(records_view, info))
+                        if record.key is None)
+        if keyless:
+            shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in keyless[:3])
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+                             f"and only showing the first three errors at most: [{shown}]", keyless)
 
     @staticmethod
     def _recompress(records_view, info: BatchInfo, codec: int, leader_epoch: int) -> bytes:

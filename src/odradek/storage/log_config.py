@@ -45,7 +45,6 @@ _DEFS: tuple[_Def, ...] = (
     _Def("local.retention.ms", "long", -2),
     _Def("max.compaction.lag.ms", "long", 1),
     _Def("max.message.bytes", "int", 0),
-    _Def("message.downconversion.enable", "boolean"),
     _Def("message.timestamp.after.max.ms", "long", 0),
     _Def("message.timestamp.before.max.ms", "long", 0),
     _Def("message.timestamp.type", "string", choices=TIMESTAMP_TYPES),
@@ -58,7 +57,7 @@ _DEFS: tuple[_Def, ...] = (
     _Def("remote.storage.enable", "boolean"),
     _Def("retention.bytes", "long"),
     _Def("retention.ms", "long", -1),
-    _Def("segment.bytes", "int", 1024 * 1024),  # Kafka 4.0 (KIP-1030): at least 1 MiB
+    _Def("segment.bytes", "int", 14),  # a v0 record's overhead: Kafka 4.0's floor (4.1 raises it to 1 MiB)
     _Def("segment.index.bytes", "int", 4),
     _Def("segment.jitter.ms", "long", 0),
     _Def("segment.ms", "long", 1),
@@ -68,10 +67,11 @@ _DEF_BY_NAME = {d.name: d for d in _DEFS}
 
 TOPIC_CONFIG_NAMES: frozenset[str] = frozenset(_DEF_BY_NAME)
 
-# Kafka's test-only override of segment.bytes below the 1 MiB floor (LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG).
-# Not a topic config: the controller rejects it from clients; tests and broker internals may pass it.
-INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
+def topic_config_type(name: str) -> str | None:
+    """Kafka's type of a topic setting (int, long, double, boolean, string, list), None if there is no such one."""
+    definition = _DEF_BY_NAME.get(name)
+    return definition.type if definition else None
 
 @dataclass
 class LogConfig:
@@ -93,7 +93,6 @@ class LogConfig:
     local_retention_ms: int = -2
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
-    message_downconversion_enable: bool = True
     message_timestamp_after_max_ms: int = 3600000  # Kafka 4.0 default (KIP-1030); was Long.MAX before
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"
@@ -124,9 +123,6 @@ class LogConfig:
             if definition is None or raw is None:
                 continue
             values[name.replace(".", "_")] = _parse(definition, raw)
-        internal = props.get(INTERNAL_SEGMENT_BYTES)
-        if internal is not None:
-            values["segment_bytes"] = _parse(_Def(INTERNAL_SEGMENT_BYTES, "int", 14), internal)
         base = defaults if defaults is not None else cls()
         return dataclasses.replace(base, **values)
 

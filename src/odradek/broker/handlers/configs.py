@@ -5,96 +5,88 @@ from __future__ import annotations
 from odradek.broker.controller_channel import from_controller_side
 from odradek.config import BROKER_CONFIG_BY_NAME, BROKER_CONFIGS, ConfigDef
 from odradek.controller.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE
+from odradek.dynamic_config import (
+    DEFAULT_CONFIG,
+    TOPIC_CONFIG,
+    config_text,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig, topic_config_type
 
 BROKER_LOGGER_RESOURCE = 8
 
-# DescribeConfigs ConfigSource values
-TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                 "password": 9}
+UNKNOWN_CONFIG_TYPE = 0
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 BROKER_SYNONYM_OF_TOPIC_CONFIG: dict[str, ConfigDef] = {c.topic_name: c for c in BROKER_CONFIGS if c.topic_name}
-# Broker settings that also feed a topic default: retention.ms falls back to minutes, then hours.
-FALLBACK_SYNONYMS = {
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-}
 
 
-def _text(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _entry(name: str, value: str | None, chain: list[tuple[str, str | None, int]], definition: ConfigDef | None,
+           config_type: str | None, read_only: bool, include_synonyms: bool, include_documentation: bool) -> dict:
+    """One DescribeConfigs entry, as Kafka builds it: the source is the first synonym's; a setting of unknown
+    type (a name Kafka does not know) may be a secret, so it is sensitive and its value hidden."""
+    sensitive = config_type is None or config_type == "password"
+    if sensitive:
+        value = None
+        chain = [(n, None, source) for n, _, source in chain]
+    return {
+        "name": name, "value": value, "read_only": read_only, "config_source": chain[0][2] if chain else DEFAULT_CONFIG,
+        "is_sensitive": sensitive,
+        "synonyms": [{"name": n, "value": v, "source": source} for n, v, source in chain] if include_synonyms else [],
+        "config_type": CONFIG_TYPES[config_type] if config_type else UNKNOWN_CONFIG_TYPE,
+        "documentation": (definition.doc if definition else None) if include_documentation else None,
+    }
 
 
 def describe_topic_configs(broker, topic, keys, include_synonyms: bool, include_documentation: bool) -> list[dict]:
-    controller = broker.controller
-    defaults = controller.topic_defaults()
-    fallback = LogConfig()
-    static = broker.config.explicit
-    dynamic = controller.image.broker_configs
+    """Every topic setting with its effective value; its synonyms are the topic's override, then the broker
+    setting it defaults to, from this broker's point of view."""
+    dynamic = broker.controller.dynamic
+    values = broker.controller.log_config(topic).to_properties()
     configs = []
     for name in sorted(TOPIC_CONFIG_NAMES):
         if keys is not None and name not in keys:
             continue
         synonym = BROKER_SYNONYM_OF_TOPIC_CONFIG.get(name)
-        chain = []
+        chain = dynamic.synonyms(synonym.name, str(broker.node_id)) if synonym else []
         if name in topic.configs:
-            chain.append((name, topic.configs[name], TOPIC_CONFIG))
-        if synonym and synonym.name in dynamic:
-            chain.append((synonym.name, dynamic[synonym.name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        for broker_name in FALLBACK_SYNONYMS.get(name, (synonym.name,) if synonym else ()):
-            if broker_name in static:
-                chain.append((broker_name, static[broker_name], STATIC_BROKER_CONFIG))
-        if synonym:
-            chain.append((synonym.name, _text(synonym.default) if synonym.default is not None else defaults.get(name),
-                          DEFAULT_CONFIG))
-        value = topic.configs.get(name, defaults.get(name))
-        if value is None:
-            value = _text(getattr(fallback, name.replace(".", "_"), None))
-        source = chain[0][2] if chain else DEFAULT_CONFIG
-        configs.append({
-            "name": name, "value": value, "read_only": False, "config_source": source, "is_sensitive": False,
-            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if include_synonyms else [],
-            "config_type": CONFIG_TYPES[synonym.type] if synonym else CONFIG_TYPES["string"],
-            "documentation": (synonym.doc if synonym else None) if include_documentation else None,
-        })
+            chain.insert(0, (name, values[name], TOPIC_CONFIG))
+        configs.append(_entry(name, values[name], chain, synonym, topic_config_type(name), False, include_synonyms,
+                              include_documentation))
     return configs
 
 
-def _describe_broker_configs(broker, keys, include_synonyms: bool, include_documentation: bool) -> list[dict]:
-    static = broker.config.explicit
-    dynamic = broker.controller.image.broker_configs
+def _describe_broker_configs(broker, resource_name: str, keys, include_synonyms: bool,
+                             include_documentation: bool) -> list[dict]:
+    """This broker's settings (its id), or the cluster-wide dynamic defaults (""), as Kafka lists them: every
+    setting for a broker, with unknown names given in its configuration; only the set ones for the defaults."""
+    dynamic = broker.controller.dynamic
+    own, defaults = broker.image.dynamic_broker_configs(resource_name)
+    if resource_name == "":
+        names = sorted(defaults)
+    else:
+        current = dynamic.current
+        names = [c.name for c in BROKER_CONFIGS] + sorted(
+            n for n in {**broker.config.explicit, **defaults, **own} if n not in BROKER_CONFIG_BY_NAME)
     configs = []
-    for definition in BROKER_CONFIGS:
-        name = definition.name
+    for name in names:
         if keys is not None and name not in keys:
             continue
-        chain = []
-        if name in dynamic:
-            chain.append((name, dynamic[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        if name in static:
-            chain.append((name, static[name], STATIC_BROKER_CONFIG))
-        chain.append((name, _text(definition.default), DEFAULT_CONFIG))
-        configs.append({
-            "name": name, "value": chain[0][1], "read_only": definition.read_only, "config_source": chain[0][2],
-            "is_sensitive": False,
-            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in chain] if include_synonyms else [],
-            "config_type": CONFIG_TYPES[definition.type],
-            "documentation": definition.doc if include_documentation else None,
-        })
+        definition = BROKER_CONFIG_BY_NAME.get(name)
+        chain = dynamic.synonyms(name, resource_name)
+        if resource_name == "":
+            value = defaults[name]
+        elif definition is not None:
+            value = config_text(current.values[name])
+        else:
+            value = chain[0][1] if chain else None
+        configs.append(_entry(name, value, chain, definition, definition.type if definition else None,
+                              definition is not None and definition.read_only, include_synonyms,
+                              include_documentation))
     return configs
 
 
@@ -104,22 +96,22 @@ def handle_describe_configs(broker, ctx, request: dict) -> dict:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
         result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind, "resource_name": name,
                   "configs": []}
-        keys = None if keys is None else set(keys)
+        keys = None if not keys else set(keys)
         synonyms = request.get("include_synonyms", False)
         documentation = request.get("include_documentation", False)
         if kind == TOPIC_RESOURCE:
             topic = broker.controller.image.topics.get(name)
             if topic is None:
                 result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result["error_message"] = f"Topic '{name}' does not exist."
             else:
                 result["configs"] = describe_topic_configs(broker, topic, keys, synonyms, documentation)
         elif kind == BROKER_RESOURCE:
             if name not in ("", str(broker.node_id)):
                 result["error_code"] = ErrorCode.INVALID_REQUEST
-                result["error_message"] = f"Unexpected broker id, expected {broker.node_id} but received {name}"
+                result["error_message"] = (f"Unexpected broker id, expected {broker.node_id} or empty string, but "
+                                           f"received {name}")
             else:
-                result["configs"] = _describe_broker_configs(broker, keys, synonyms, documentation)
+                result["configs"] = _describe_broker_configs(broker, name, keys, synonyms, documentation)
         elif kind == BROKER_LOGGER_RESOURCE:
             result["configs"] = []
         else:
@@ -127,6 +119,11 @@ def handle_describe_configs(broker, ctx, request: dict) -> dict:
             result["error_message"] = f"Unsupported resource type {kind}"
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_list_client_metrics_resources(broker, ctx, request: dict) -> dict:
+    """The client-metrics config resources (KIP-714 subscriptions): Odradek has none."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "client_metrics_resources": []}
 
 
 def _response(resource: dict, error: KafkaError | None) -> dict:
@@ -188,7 +185,7 @@ def _current_overrides(broker, resource_type: int, resource_name: str) -> dict[s
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
         return dict(topic.configs)
     if resource_type == BROKER_RESOURCE:
-        return dict(image.broker_configs)
+        return dict(image.broker_configs.get(resource_name, {}))
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
@@ -201,14 +198,15 @@ def _apply_operation(broker, resource_type: int, config: dict, current: dict[str
     if operation == DELETE:
         return None
     if operation in (APPEND, SUBTRACT):
-        definition = BROKER_SYNONYM_OF_TOPIC_CONFIG.get(name) if resource_type == TOPIC_RESOURCE else \
-            BROKER_CONFIG_BY_NAME.get(name)
-        if definition is None or definition.type != "list":
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key {name}")
         if resource_type == TOPIC_RESOURCE:
-            base = current.get(name) or broker.controller.topic_defaults().get(name, "")
+            kind = topic_config_type(name)
+            default = LogConfig.from_properties(broker.controller.topic_defaults()).to_properties().get(name)
         else:
-            base = current.get(name) or _text(definition.default) or ""
+            definition = BROKER_CONFIG_BY_NAME.get(name)
+            kind, default = (definition.type, config_text(definition.default)) if definition else (None, None)
+        if kind != "list":
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key {name}")
+        base = current.get(name) or default or ""
         items = [item for item in base.split(",") if item]
         values = [item.strip() for item in (value or "").split(",") if item.strip()]
         if operation == APPEND:

@@ -4,6 +4,7 @@ from odradek.broker.group_service import OFFSETS_TOPIC
 from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.broker.replica_manager import now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC
+from odradek.controller.features import GROUP_VERSION
 from odradek.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
@@ -73,12 +74,39 @@ def handle_leave_group(broker, ctx, request: dict) -> dict:
 
 
 async def handle_offset_commit(broker, ctx, request: dict) -> dict:
-    return await _write_commit(broker, *broker.groups.core.offset_commit(now_ms(), ctx.api_version, request))
+    return await _commit(broker, request, broker.groups.core.offset_commit, ctx.api_version)
 
 
 async def handle_txn_offset_commit(broker, ctx, request: dict) -> dict:
     """The offsets go into the producer's transaction; they count once its commit marker is written."""
-    return await _write_commit(broker, *broker.groups.core.txn_offset_commit(now_ms(), ctx.api_version, request))
+    return await _commit(broker, request, broker.groups.core.txn_offset_commit, ctx.api_version)
+
+
+async def _commit(broker, request: dict, commit, version: int) -> dict:
+    """Offsets of partitions that do not exist are refused (UNKNOWN_TOPIC_OR_PARTITION) before the
+    coordinator sees the request; the rest are committed as one."""
+    topics = broker.image.topics
+    existing, unknown = [], {}
+    for topic in request["topics"]:
+        known = topics.get(topic["name"])
+        partitions = [p for p in topic["partitions"] if known is not None and p["partition_index"] in known.partitions]
+        if len(partitions) != len(topic["partitions"]):
+            unknown[topic["name"]] = [p["partition_index"] for p in topic["partitions"] if p not in partitions]
+        if partitions:
+            existing.append({**topic, "partitions": partitions})
+    if not unknown:
+        return await _write_commit(broker, *commit(now_ms(), version, request))
+    response = {"throttle_time_ms": 0, "topics": []}
+    if existing:
+        response = await _write_commit(broker, *commit(now_ms(), version, {**request, "topics": existing}))
+    answered = {topic["name"]: topic for topic in response["topics"]}
+    for name, indexes in unknown.items():
+        refused = [{"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} for index in indexes]
+        if name in answered:
+            answered[name]["partitions"] += refused
+        else:
+            response["topics"].append({"name": name, "partitions": refused})
+    return response
 
 
 async def _write_commit(broker, response: dict, appends: list) -> dict:
@@ -119,8 +147,13 @@ async def handle_offset_delete(broker, ctx, request: dict) -> dict:
 
 
 async def handle_consumer_group_heartbeat(broker, ctx, request: dict) -> dict:
-    """KIP-848: the member reports its subscription and owned partitions; the coordinator assigns."""
+    """KIP-848: the member reports its subscription and owned partitions; the coordinator assigns. The
+    protocol is off while the cluster's group.version is 0 (`kafka-features downgrade`), as in Kafka."""
     image = broker.controller.image
+    if image.features.get(GROUP_VERSION, 0) < 1:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "error_message": "The version of API is not supported.", "member_id": None, "member_epoch": -1,
+                "heartbeat_interval_ms": 0, "assignment": None}
     topics = {name: (topic.topic_id, len(topic.partitions)) for name, topic in image.topics.items()
               if name not in INTERNAL_TOPICS}
     host = "/" + ctx.connection.peer.rsplit(":", 1)[0]

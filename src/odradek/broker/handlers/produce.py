@@ -73,7 +73,9 @@ def _append(broker, request: dict, refused: dict, verified: dict | None = None, 
             answer = {
                 "index": data["index"], "error_code": result.error, "base_offset": result.base_offset,
                 "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
-                "record_errors": [], "error_message": result.message,
+                "record_errors": [{"batch_index": index, "batch_index_error_message": message}
+                                  for index, message in result.record_errors],
+                "error_message": result.message,
             }
             partition_responses.append(answer)
             if acks == -1 and result.error == ErrorCode.NONE:

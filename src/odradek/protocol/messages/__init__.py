@@ -6,19 +6,25 @@ from odradek.protocol.messages.allocate_producer_ids import ALLOCATE_PRODUCER_ID
 from odradek.protocol.messages.alter_configs import ALTER_CONFIGS
 from odradek.protocol.messages.alter_partition import ALTER_PARTITION
 from odradek.protocol.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
+from odradek.protocol.messages.alter_replica_log_dirs import ALTER_REPLICA_LOG_DIRS
 from odradek.protocol.messages.api_versions import API_VERSIONS
 from odradek.protocol.messages.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
 from odradek.protocol.messages.broker_heartbeat import BROKER_HEARTBEAT
 from odradek.protocol.messages.broker_registration import BROKER_REGISTRATION
 from odradek.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from odradek.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
+from odradek.protocol.messages.create_acls import CREATE_ACLS
+from odradek.protocol.messages.create_delegation_token import CREATE_DELEGATION_TOKEN
 from odradek.protocol.messages.create_partitions import CREATE_PARTITIONS
 from odradek.protocol.messages.create_topics import CREATE_TOPICS
+from odradek.protocol.messages.delete_acls import DELETE_ACLS
 from odradek.protocol.messages.delete_groups import DELETE_GROUPS
 from odradek.protocol.messages.delete_records import DELETE_RECORDS
 from odradek.protocol.messages.delete_topics import DELETE_TOPICS
+from odradek.protocol.messages.describe_acls import DESCRIBE_ACLS
 from odradek.protocol.messages.describe_cluster import DESCRIBE_CLUSTER
 from odradek.protocol.messages.describe_configs import DESCRIBE_CONFIGS
+from odradek.protocol.messages.describe_delegation_token import DESCRIBE_DELEGATION_TOKEN
 from odradek.protocol.messages.describe_groups import DESCRIBE_GROUPS
 from odradek.protocol.messages.describe_log_dirs import DESCRIBE_LOG_DIRS
 from odradek.protocol.messages.describe_producers import DESCRIBE_PRODUCERS
@@ -28,6 +34,7 @@ from odradek.protocol.messages.describe_transactions import DESCRIBE_TRANSACTION
 from odradek.protocol.messages.elect_leaders import ELECT_LEADERS
 from odradek.protocol.messages.end_quorum_epoch import END_QUORUM_EPOCH
 from odradek.protocol.messages.end_txn import END_TXN
+from odradek.protocol.messages.expire_delegation_token import EXPIRE_DELEGATION_TOKEN
 from odradek.protocol.messages.fetch import FETCH
 from odradek.protocol.messages.fetch_snapshot import FETCH_SNAPSHOT
 from odradek.protocol.messages.find_coordinator import FIND_COORDINATOR
@@ -36,6 +43,7 @@ from odradek.protocol.messages.incremental_alter_configs import INCREMENTAL_ALTE
 from odradek.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from odradek.protocol.messages.join_group import JOIN_GROUP
 from odradek.protocol.messages.leave_group import LEAVE_GROUP
+from odradek.protocol.messages.list_client_metrics_resources import LIST_CLIENT_METRICS_RESOURCES
 from odradek.protocol.messages.list_groups import LIST_GROUPS
 from odradek.protocol.messages.list_offsets import LIST_OFFSETS
 from odradek.protocol.messages.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
@@ -46,10 +54,13 @@ from odradek.protocol.messages.offset_delete import OFFSET_DELETE
 from odradek.protocol.messages.offset_fetch import OFFSET_FETCH
 from odradek.protocol.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from odradek.protocol.messages.produce import PRODUCE
+from odradek.protocol.messages.renew_delegation_token import RENEW_DELEGATION_TOKEN
 from odradek.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
 from odradek.protocol.messages.sasl_handshake import SASL_HANDSHAKE
 from odradek.protocol.messages.sync_group import SYNC_GROUP
 from odradek.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT
+from odradek.protocol.messages.unregister_broker import UNREGISTER_BROKER
+from odradek.protocol.messages.update_features import UPDATE_FEATURES
 from odradek.protocol.messages.vote import VOTE
 from odradek.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from odradek.protocol.schema import Api
@@ -80,11 +91,19 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     END_TXN,
     WRITE_TXN_MARKERS,
     TXN_OFFSET_COMMIT,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
+    ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
+    CREATE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
     DELETE_GROUPS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -96,16 +115,19 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     END_QUORUM_EPOCH,
     DESCRIBE_QUORUM,
     ALTER_PARTITION,
+    UPDATE_FEATURES,
     FETCH_SNAPSHOT,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
     BROKER_REGISTRATION,
     BROKER_HEARTBEAT,
+    UNREGISTER_BROKER,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
     ALLOCATE_PRODUCER_IDS,
     CONSUMER_GROUP_HEARTBEAT,
     CONSUMER_GROUP_DESCRIBE,
+    LIST_CLIENT_METRICS_RESOURCES,
     DESCRIBE_TOPIC_PARTITIONS,
 )
 

@@ -1,0 +1,25 @@
+"""DescribeAcls, CreateAcls and DeleteAcls, answered as Kafka answers them on a broker without an authorizer.
+
+Odradek has no authorizer yet: every request is allowed, and the ACL APIs say so with SECURITY_DISABLED,
+so tools (kafka-acls, MirrorMaker 2's ACL sync) get the error they already handle.
+"""
+
+from odradek.protocol.errors import ErrorCode
+
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def handle_describe_acls(broker, ctx, request: dict) -> dict:
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
+            "resources": []}
+
+
+def handle_create_acls(broker, ctx, request: dict) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER} for _ in request["creations"]]}
+
+
+def handle_delete_acls(broker, ctx, request: dict) -> dict:
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER, "matching_acls": []}
+        for _ in request["filters"]]}

@@ -1,0 +1,75 @@
+"""A node's settings as they stand: the cluster's dynamic broker configs over its static configuration.
+
+Kafka's precedence, highest first: this broker's own dynamic configs (`kafka-configs --entity-name 1`), the
+cluster-wide dynamic defaults (`--entity-default`), the node's static configuration (its properties file
+and --set), Kafka's defaults. The dynamic configs live in the metadata image, so every node sees the same.
+`synonyms` gives the chain DescribeConfigs shows, built as Kafka builds it.
+"""
+
+from __future__ import annotations
+
+from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, broker_synonyms
+from odradek.controller.metadata_image import MetadataImage
+
+# DescribeConfigs ConfigSource values
+TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def config_text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class DynamicBrokerConfig:
+    def __init__(self, static: BrokerConfig, image: MetadataImage, node_id: int):
+        self.static = static
+        self.image = image
+        self.node_id = node_id
+        self._current: BrokerConfig = static
+        self._current_of: tuple | None = None
+
+    @property
+    def current(self) -> BrokerConfig:
+        """The node's configuration with the dynamic configs applied (rebuilt only when they change)."""
+        own, defaults = self.image.dynamic_broker_configs(self.node_id)
+        key = (tuple(sorted(own.items())), tuple(sorted(defaults.items())))
+        if key != self._current_of:
+            known = {name: value for name, value in {**defaults, **own}.items() if name in BROKER_CONFIG_BY_NAME}
+            self._current = BrokerConfig({**self.static.explicit, **known}) if known else self.static
+            self._current_of = key
+        return self._current
+
+    def __getitem__(self, name: str):
+        return self.current[name]
+
+    def synonyms(self, name: str, broker_id: str) -> list[tuple[str, str | None, int]]:
+        """(name, value, source) of every setting that gives `name` its value as broker `broker_id` sees it,
+        highest precedence first ("" for the cluster-wide defaults, which show only their own source).
+
+        As in Kafka, sources come before names (a dynamic log.retention.ms before a static
+        log.retention.hours), and settings before the first one named `name` are left out: a topic's
+        retention.ms has no synonyms unless log.retention.ms itself is set somewhere or has a default.
+        """
+        names = broker_synonyms(name)
+        own, defaults = self.image.dynamic_broker_configs(broker_id)
+        statics = self.static.explicit
+        chain = []
+        for values, source in ((own, DYNAMIC_BROKER_CONFIG), (defaults, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                               (statics, STATIC_BROKER_CONFIG)):
+            chain += [(n, values[n], source) for n in names if n in values]
+        for n in names:
+            definition = BROKER_CONFIG_BY_NAME.get(n)
+            if definition is not None and definition.default is not None:
+                chain.append((n, config_text(definition.default), DEFAULT_CONFIG))
+        while chain and chain[0][0] != name:
+            chain.pop(0)
+        if broker_id == "":
+            chain = [entry for entry in chain if entry[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return chain
