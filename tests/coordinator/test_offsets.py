@@ -295,3 +295,27 @@ def test_consumer_group_offsets_expire_once_nobody_subscribes_and_the_empty_grou
     expired = c.tick(day + 10_000)
     assert "kip848" not in c.consumer_groups and not c.offsets.get("kip848")
     assert any(value is None for append in expired for _, value in append.records)
+
+
+def test_offset_delete_of_a_consumer_protocol_group_refuses_only_the_subscribed_topics():
+    c = GroupCoordinator()
+    topics = {"t": (b"\x01" * 16, 1), "old": (b"\x02" * 16, 1)}
+    join = {"group_id": "kip848", "member_id": "m1", "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}
+    response, _ = c.consumer_group_heartbeat(0, 1, join, topics)
+    commit = {"group_id": "kip848", "generation_id_or_member_epoch": response["member_epoch"], "member_id": "m1",
+              "group_instance_id": None, "retention_time_ms": -1,
+              "topics": [{"name": name, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                        "committed_leader_epoch": -1, "committed_metadata": ""}]}
+                         for name in ("t", "old")]}
+    response, _ = c.offset_commit(1, 9, commit)
+    assert [t["partitions"][0]["error_code"] for t in response["topics"]] == [0, 0]
+    request = {"group_id": "kip848", "topics": [{"name": name, "partitions": [{"partition_index": 0}]}
+                                                for name in ("t", "old")]}
+    response, appends = c.offset_delete(2, 0, request)
+    API_BY_KEY[47].encode_response(0, response)
+    assert response["error_code"] == 0
+    assert [t["partitions"][0]["error_code"] for t in response["topics"]] == [E.GROUP_SUBSCRIBED_TO_TOPIC, 0]
+    assert [rec.decode_record(k, v).key for k, v in appends[0].records] == [rec.OffsetCommitKey("kip848", "old", 0)]
+    assert set(c.offsets["kip848"]) == {"t"}

@@ -118,16 +118,6 @@ def test_leftover_deleted_partition_dirs_are_removed_at_load(tmp_path):
     assert (tmp_path / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes() == b"raft"
 
 
-def test_partition_in_two_dirs_is_refused(tmp_path):
-    m = manager([tmp_path / "a", tmp_path / "b"])
-    m.create("t", 0, CONFIG, TOPIC_ID)
-    m.close()
-    os.makedirs(tmp_path / "b" / "t-0", exist_ok=True)
-    os.makedirs(tmp_path / "a" / "t-0", exist_ok=True)
-    with pytest.raises(RuntimeError, match="both"):
-        manager([tmp_path / "a", tmp_path / "b"])
-
-
 def test_maintain_checkpoints_periodically(tmp_path):
     m = manager([tmp_path], checkpoint_interval_ms=1000)
     log = m.create("t", 0, CONFIG, TOPIC_ID)
@@ -179,3 +169,66 @@ def test_delete_of_a_topic_with_a_maximal_name(tmp_path):
     (renamed,) = [n for n in os.listdir(tmp_path) if n.endswith("-delete")]
     assert len(renamed) <= 255 and renamed.endswith("-12." + renamed[-39:-7] + "-delete")
     m.close()
+
+
+def copy_into_future(m, log, future) -> None:
+    """What the log dir mover does: the current log's batches appended to the future log as a follower's."""
+    while future.log_end_offset < log.log_end_offset:
+        region = log.read(future.log_end_offset, 1 << 20, max_offset=log.log_end_offset)
+        future.append_as_follower(os.pread(region.fd, region.size, region.position), now_ms=NOW)
+
+
+def test_a_future_log_takes_the_place_of_the_current_one_in_its_dir(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager([a, b])
+    log = m.create("t", 0, CONFIG, TOPIC_ID)
+    source, target = m.dir_of(log), str(b if m.dir_of(log) == str(a) else a)
+    fill(log, 60)
+    log.delete_records_before(10)
+    log.append_as_leader(memoryview(make_batch(2)), now_ms=NOW, leader_epoch=7)
+    log.high_watermark = log.log_end_offset
+    future = m.create_future("t", 0, target, NOW)
+    assert future.directory.endswith("-future") and m.future("t", 0) == (future, target)
+    copy_into_future(m, log, future)
+    promoted = m.promote_future("t", 0, NOW)
+    assert m.get("t", 0) is promoted and m.dir_of(promoted) == target and m.future("t", 0) is None
+    assert (promoted.log_start_offset, promoted.log_end_offset, promoted.high_watermark) == (10, 62, 62)
+    assert read_all(promoted) == read_all(log)
+    assert promoted.leader_epochs.entries == log.leader_epochs.entries
+    assert promoted.topic_id == TOPIC_ID
+    assert not os.path.exists(os.path.join(source, "t-0"))
+    m.close()
+    reopened = manager([a, b])
+    assert reopened.dir_of(reopened.get("t", 0)) == target
+    assert [o for o, _ in read_all(reopened.get("t", 0))] == list(range(10, 62))
+    reopened.close()
+
+
+def test_a_move_interrupted_by_a_restart_is_dropped_and_a_partition_in_two_dirs_keeps_the_longer_copy(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager([a, b])
+    log = m.create("t", 0, CONFIG, TOPIC_ID)
+    target = str(b if m.dir_of(log) == str(a) else a)
+    fill(log, 30)
+    future = m.create_future("t", 0, target, NOW)
+    copy_into_future(m, log, future)
+    future.flush()
+    future_dir = future.directory
+    # a crash between promote_future's rename of the future dir and the deletion of the current one
+    os.rename(future_dir, os.path.join(target, "t-0"))
+    fill(log, 5)  # (cannot happen in the node: the two steps are one; this shows which copy is kept)
+    log.flush()
+    m.checkpoint()
+    for fd in m._locks:  # crash: no close; the locks die with the process (closed here by hand)
+        os.close(fd)
+    reopened = LogManager([str(a), str(b)], default_config=CONFIG)
+    reopened.load(lambda topic: CONFIG, now_ms=NOW)
+    kept = reopened.get("t", 0)
+    assert kept.log_end_offset == 35 and reopened.dir_of(kept) != target
+    assert not os.path.exists(os.path.join(target, "t-0"))
+    reopened.close()
+    # a future dir found at start is removed
+    leftover = os.path.join(target, "t-0.0123456789abcdef0123456789abcdef-future")
+    os.makedirs(leftover)
+    manager([a, b]).close()
+    assert not os.path.exists(leftover)

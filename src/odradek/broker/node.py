@@ -64,7 +64,7 @@ from odradek.broker.handlers.groups import (
 )
 from odradek.broker.handlers.leader_epoch import handle_offset_for_leader_epoch
 from odradek.broker.handlers.list_offsets import handle_list_offsets
-from odradek.broker.handlers.log_dirs import handle_describe_log_dirs
+from odradek.broker.handlers.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from odradek.broker.handlers.metadata import handle_describe_topic_partitions, handle_metadata
 from odradek.broker.handlers.produce import handle_produce
 from odradek.broker.handlers.producer_ids import handle_init_producer_id
@@ -96,6 +96,7 @@ from odradek.broker.handlers.transactions import (
     handle_write_txn_markers,
 )
 from odradek.broker.lifecycle import BrokerLifecycle
+from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.producer_ids import ProducerIdBlocks
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionService
@@ -152,6 +153,7 @@ ROUTES = (
     (31, 1, 3, handle_delete_acls),
     (32, 1, 4, handle_describe_configs),
     (33, 0, 2, handle_alter_configs),
+    (34, 1, 2, handle_alter_replica_log_dirs),
     (35, 1, 4, handle_describe_log_dirs),
     (36, 0, 2, handle_sasl_authenticate),
     (37, 0, 3, handle_create_partitions),
@@ -307,6 +309,7 @@ class Node:
         self.producer_ids = ProducerIdBlocks(self)
         self.replicas = ReplicaManager(self)
         self.fetchers = ReplicaFetchers(self)
+        self.log_dir_mover = LogDirMover(self)
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
             for key, low, high, handler in ROUTES])
@@ -386,6 +389,7 @@ class Node:
             except asyncio.CancelledError:
                 pass
         await self.fetchers.stop()
+        self.log_dir_mover.stop()
         for server in self.servers:
             await server.close()
         if self.groups is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from odradek.controller.metadata_image import PartitionImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
+from odradek.replication.throttle import ReplicationQuota, is_throttled
 from odradek.storage.log import PartitionLog
 
 READ_COMMITTED = 1  # isolation level
@@ -114,6 +115,7 @@ class ReplicaManager:
         self.log_manager = node.log_manager
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
+        self.leader_quota = ReplicationQuota(lambda: node.controller.dynamic["leader.replication.throttled.rate"])
 
     # hosting
 
@@ -153,6 +155,13 @@ class ReplicaManager:
         partition.log.leader_epochs.assign(partition.leader_epoch, partition.log.log_end_offset)
         log.debug("Leading %s-%d in epoch %d from offset %d (ISR %s)", partition.topic, partition.index,
                  partition.leader_epoch, partition.log.log_end_offset, list(partition.isr))
+
+    def replace_log(self, topic: str, index: int, log_: PartitionLog) -> None:
+        """The partition's log moved to another log dir: the same records, now served from there."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            partition.log = log_
+        self._wake((topic, index))
 
     def unhost(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
@@ -296,10 +305,17 @@ class ReplicaManager:
                     return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset,
                                      diverging_epoch=(epoch, end))
             self._update_follower(partition, follower, replica_id, fetch_offset)
-            try:
-                region = log_.read(fetch_offset, max_bytes, max_offset=log_.log_end_offset, min_one_batch=True)
-            except OSError as exc:
-                raise self._storage_failed(partition, exc) from exc
+            throttled = replica_id not in partition.isr and is_throttled(
+                log_.config.leader_replication_throttled_replicas, index, replica_id)
+            if throttled and self.leader_quota.exceeded():
+                region = None  # this follower catches up later, within leader.replication.throttled.rate
+            else:
+                try:
+                    region = log_.read(fetch_offset, max_bytes, max_offset=log_.log_end_offset, min_one_batch=True)
+                except OSError as exc:
+                    raise self._storage_failed(partition, exc) from exc
+                if throttled and region is not None:
+                    self.leader_quota.record(region.size)
         except KafkaError as exc:
             return self._failed_read(topic, index, exc)
         return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)
@@ -417,6 +433,13 @@ class ReplicaManager:
             log.warning("Replicated records for %s-%d refused: %s", topic, index, exc)
             return exc.code
         return ErrorCode.NONE
+
+    def follower_throttled(self, topic: str, index: int) -> bool:
+        """Whether this node's fetching of a followed partition counts against follower.replication.throttled.rate:
+        the topic names this replica, and it is out of the ISR."""
+        partition = self.partitions.get((topic, index))
+        return partition is not None and self.node_id not in partition.isr and is_throttled(
+            partition.log.config.follower_replication_throttled_replicas, index, self.node_id)
 
     def fetch_position(self, topic: str, index: int) -> tuple[int, int, int, int] | None:
         """(leader epoch, fetch offset, last fetched epoch, log start) of a followed partition, or None."""

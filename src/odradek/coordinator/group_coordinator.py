@@ -962,16 +962,22 @@ class GroupCoordinator:
             return fail(E.INVALID_GROUP_ID)
         if not self._owns(group_id):
             return fail(E.NOT_COORDINATOR)
-        group = self.groups.get(group_id)
-        if group is None or group.state == GroupState.DEAD:
-            return fail(E.GROUP_ID_NOT_FOUND)
-        if group.state != GroupState.EMPTY and not group.uses_consumer_protocol():
-            return fail(E.NON_EMPTY_GROUP)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:  # KIP-848: offsets of topics no member subscribes to may go
+            subscribed_topics = consumer_group.subscribed_topics()
+        else:
+            group = self.groups.get(group_id)
+            if group is None or group.state == GroupState.DEAD:
+                return fail(E.GROUP_ID_NOT_FOUND)
+            if group.state != GroupState.EMPTY and not group.uses_consumer_protocol():
+                return fail(E.NON_EMPTY_GROUP)
+            subscribed_topics = {name for name in (t["name"] for t in request["topics"])
+                                 if group.is_subscribed_to_topic(name)}
         records = []
         topics = []
         for topic in request["topics"]:
             name = topic["name"]
-            subscribed = group.is_subscribed_to_topic(name)
+            subscribed = name in subscribed_topics
             parts = []
             for p in topic["partitions"]:
                 index = p["partition_index"]

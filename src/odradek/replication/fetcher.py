@@ -15,6 +15,7 @@ import time
 
 from odradek.network.client import NodeClients
 from odradek.protocol.errors import ErrorCode
+from odradek.replication.throttle import ReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class ReplicaFetchers:
         self._parked: dict[tuple[str, int], float] = {}  # partition -> monotonic time it sits out until
         self._tasks: dict[int, asyncio.Task] = {}
         self._wakeups: dict[int, asyncio.Event] = {}
+        self.quota = ReplicationQuota(lambda: node.controller.dynamic["follower.replication.throttled.rate"])
 
     def follow(self, topic: str, index: int, leader: int) -> None:
         key = (topic, index)
@@ -75,6 +77,9 @@ class ReplicaFetchers:
                 except TimeoutError:
                     pass
                 continue
+            throttled = {key for key in partitions if self.node.replicas.follower_throttled(*key)}
+            if throttled and self.quota.exceeded():  # they sit this round out
+                partitions = [key for key in partitions if key not in throttled]
             request, epochs = self._request(partitions, wait_ms)
             if not epochs:
                 await asyncio.sleep(backoff_s)
@@ -94,6 +99,8 @@ class ReplicaFetchers:
                     key = (topic["topic"], data["partition_index"])
                     if key not in epochs or self._leader_of.get(key) != leader:
                         continue
+                    if key in throttled and data["records"] is not None:
+                        self.quota.record(len(data["records"]))
                     error = self.node.replicas.on_fetched(key[0], key[1], epochs[key], data)
                     if error in RETRIABLE_AFTER_METADATA:  # until the metadata moves, or a backoff passes
                         self._parked[key] = time.monotonic() + backoff_s

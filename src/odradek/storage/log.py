@@ -109,6 +109,7 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._roll_jitter_ms = 0
         self._closed = False
+        self.truncations = 0  # how often the log was cut back: a copy of it (a log dir move) starts over
         self._load(now_ms, recovery_point, log_start_offset, clean_shutdown)
         self.high_watermark = high_watermark
         self._new_roll_jitter()
@@ -791,6 +792,7 @@ class PartitionLog:
         self.leader_epochs.clear_and_flush()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self.active.flush()
         self._high_watermark = min(max(self._high_watermark, self.log_start_offset), self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)

@@ -8,6 +8,10 @@ was not shut down cleanly and its logs are recovered from their recovery points 
 A log dir whose I/O fails (a full disk, a dying device) goes offline as a whole, as in Kafka: its logs are
 closed without another write, their partitions answer KAFKA_STORAGE_ERROR, and nothing in that dir is
 touched again until the node restarts and recovers it. The other dirs keep serving.
+
+A partition moving to another log dir (AlterReplicaLogDirs) has a future log there,
+`<topic>-<partition>.<id>-future`, filled while the current log serves; `promote_future` swaps it in. A
+future dir left by a restart is removed: the move has to be asked for again.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class LogManager:
         self._locks: list[int] = []
         self.offline_dirs: dict[str, str] = {}  # log dir -> why it went offline
         self._offline_logs: dict[tuple[str, int], PartitionLog] = {}
+        self._futures: dict[tuple[str, int], tuple[PartitionLog, str]] = {}  # key -> (future log, its log dir)
+        self._preferred_dir: dict[tuple[str, int], str] = {}  # where a partition not hosted yet is to be created
         self.on_dir_failure: Callable[[str, list[tuple[str, int]]], None] | None = None
         for log_dir in self.log_dirs:
             try:
@@ -98,14 +104,15 @@ class LogManager:
                 log.info("removing %s, a partition deleted before the last shutdown", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if name.endswith((STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                log.info("removing %s, a move to another log dir that a restart interrupted", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
                 continue
             parsed = parse_partition_dir(name)
             if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
                 continue
-            if parsed in self._logs:
-                raise RuntimeError(f"partition {parsed[0]}-{parsed[1]} exists in both "
-                                   f"{self._dir_of[parsed]} and {log_dir}")
             if not warned:
                 log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
                 warned = True
@@ -114,10 +121,23 @@ class LogManager:
                 path, config, now_ms=now_ms, recovery_point=recovery_points.get(parsed, 0),
                 log_start_offset=start_offsets.get(parsed, 0), high_watermark=high_watermarks.get(parsed, 0),
                 clean_shutdown=clean, topic=parsed[0], partition=parsed[1])
+            if parsed in self._logs:
+                partition_log = self._keep_one_of_two(self._logs[parsed], partition_log)
             self._logs[parsed] = partition_log
-            self._dir_of[parsed] = log_dir
+            self._dir_of[parsed] = os.path.dirname(partition_log.directory)
         # from here on a crash must be seen as unclean
         checkpoint.remove_clean_shutdown_marker(log_dir)
+
+    def _keep_one_of_two(self, first: PartitionLog, second: PartitionLog) -> PartitionLog:
+        """A partition found in two log dirs: a crash came between promote_future's renaming of the moved log
+        and its deletion of the old one. Both held the same records then; the longer one stays."""
+        kept, dropped = (first, second) if first.log_end_offset >= second.log_end_offset else (second, first)
+        log.warning("%s-%d is in both %s and %s (a move between log dirs was interrupted): keeping %s",
+                    kept.topic, kept.partition, first.directory, second.directory, kept.directory)
+        dropped.abandon()
+        os.rename(dropped.directory, os.path.join(os.path.dirname(dropped.directory),
+                                                  delete_dir_name(dropped.topic, dropped.partition)))
+        return kept
 
     # ---- partitions
 
@@ -195,7 +215,8 @@ class LogManager:
         for owner in self._dir_of.values():
             if owner in counts:
                 counts[owner] += 1
-        log_dir = min(online, key=lambda d: counts[d])
+        preferred = self._preferred_dir.pop(key, None)
+        log_dir = preferred if preferred in counts else min(online, key=lambda d: counts[d])
         path = os.path.join(log_dir, f"{topic}-{partition}")
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
@@ -218,6 +239,7 @@ class LogManager:
         handed to the network layer can still be sent.
         """
         key = (topic, partition)
+        self.abandon_future(topic, partition)
         if self._offline_logs.pop(key, None) is not None or key not in self._logs:
             return  # in an offline dir: the next start finds the topic gone and deletes it then
         partition_log = self._logs.pop(key)
@@ -228,6 +250,68 @@ class LogManager:
         partition_log.directory = renamed
         self._pending_dir_deletes.append([partition_log, renamed, None])
         self.checkpoint()
+
+    # ---- moving a partition to another log dir
+
+    def check_destination(self, log_dir: str) -> str:
+        """The absolute path of a log dir a partition may move to; raises if it is unknown or offline."""
+        path = os.path.abspath(log_dir)
+        if path not in self.log_dirs:
+            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, f"Log dir {log_dir} is not found in the config.")
+        if path in self.offline_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Log directory {log_dir} is offline")
+        return path
+
+    def prefer_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """Create the log of a partition not hosted here yet in `log_dir` when it comes."""
+        self._preferred_dir[(topic, partition)] = log_dir
+
+    def future(self, topic: str, partition: int) -> tuple[PartitionLog, str] | None:
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> dict[tuple[str, int], tuple[PartitionLog, str]]:
+        return dict(self._futures)
+
+    def create_future(self, topic: str, partition: int, log_dir: str, now_ms: int) -> PartitionLog:
+        """An empty log for `topic-partition` in `log_dir`, starting where the current log starts."""
+        self.abandon_future(topic, partition)
+        current = self._logs[(topic, partition)]
+        path = os.path.join(log_dir, future_dir_name(topic, partition))
+        future = PartitionLog(path, current.config, now_ms=now_ms, clean_shutdown=True, topic=topic,
+                              partition=partition, topic_id=current.topic_id)
+        future.truncate_fully_and_start_at(current.log_start_offset)
+        self._futures[(topic, partition)] = (future, log_dir)
+        return future
+
+    def abandon_future(self, topic: str, partition: int) -> None:
+        entry = self._futures.pop((topic, partition), None)
+        if entry is not None:
+            entry[0].abandon()
+            shutil.rmtree(entry[0].directory, ignore_errors=True)
+
+    def promote_future(self, topic: str, partition: int, now_ms: int) -> PartitionLog:
+        """The future log, caught up with the current one, becomes the partition's log in its dir; the current
+        log is deleted as a deleted partition is (its files stay readable for file.delete.delay.ms)."""
+        key = (topic, partition)
+        future, log_dir = self._futures[key]
+        current = self._logs[key]
+        future.high_watermark = current.high_watermark
+        if current.log_start_offset > future.log_start_offset:
+            future.delete_records_before(current.log_start_offset)
+        end, start, high_watermark = future.log_end_offset, future.log_start_offset, future.high_watermark
+        future.close()
+        del self._futures[key]
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        os.rename(future.directory, path)
+        checkpoint.fsync_dir(log_dir)
+        self.delete(topic, partition)
+        promoted = PartitionLog(path, current.config, now_ms=now_ms, recovery_point=end, log_start_offset=start,
+                                high_watermark=high_watermark, clean_shutdown=True, topic=topic, partition=partition)
+        promoted.producer_id_expiration_ms = current.producer_id_expiration_ms
+        self._logs[key] = promoted
+        self._dir_of[key] = log_dir
+        self.checkpoint()
+        return promoted
 
     # ---- checkpoints, maintenance, shutdown
 
@@ -290,6 +374,8 @@ class LogManager:
     def close(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker of each dir."""
         unclean: set[str] = set(self.offline_dirs)
+        for key in list(self._futures):
+            self.abandon_future(*key)
         for key, partition_log in self._logs.items():
             try:
                 partition_log.close()
@@ -308,6 +394,12 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks = []
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a partition's future dir: the topic is cut so the name fits in 255 bytes."""
+    suffix = f"-{partition}.{checkpoint.new_unique_suffix()}{FUTURE_DIR_SUFFIX}"
+    return topic[: 255 - len(suffix)] + suffix
 
 
 def delete_dir_name(topic: str, partition: int) -> str:

@@ -1,5 +1,6 @@
-"""DescribeLogDirs: each log directory with the size of every partition it holds; an offline one with
-KAFKA_STORAGE_ERROR and no partitions."""
+"""DescribeLogDirs (each log directory with the size of every partition it holds, a partition moving there
+as a future replica; an offline one with KAFKA_STORAGE_ERROR and no partitions) and AlterReplicaLogDirs
+(move replicas between this node's log dirs, see log_dir_mover.py)."""
 
 import os
 from collections import defaultdict
@@ -18,6 +19,12 @@ def handle_describe_log_dirs(broker, ctx, request: dict) -> dict:
         by_dir[broker.log_manager.dir_of(log)][log.topic].append(
             {"partition_index": log.partition, "partition_size": log.size_in_bytes(), "offset_lag": 0,
              "is_future_key": False})
+        moving = broker.log_manager.future(log.topic, log.partition)
+        if moving is not None:
+            future, directory = moving
+            by_dir[directory][log.topic].append(
+                {"partition_index": log.partition, "partition_size": future.size_in_bytes(),
+                 "offset_lag": max(0, log.log_end_offset - future.log_end_offset), "is_future_key": True})
     results = []
     for directory, topics in by_dir.items():
         if directory in broker.log_manager.offline_dirs:
@@ -33,3 +40,14 @@ def handle_describe_log_dirs(broker, ctx, request: dict) -> dict:
                         "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
                         "total_bytes": total, "usable_bytes": usable})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+
+
+def handle_alter_replica_log_dirs(broker, ctx, request: dict) -> dict:
+    results: dict[str, list] = {}
+    for directory in request["dirs"]:
+        for topic in directory["topics"]:
+            for index in topic["partitions"]:
+                error = broker.log_dir_mover.alter(topic["name"], index, directory["path"])
+                results.setdefault(topic["name"], []).append({"partition_index": index, "error_code": error})
+    return {"throttle_time_ms": 0, "results": [{"topic_name": name, "partitions": parts}
+                                               for name, parts in results.items()]}
