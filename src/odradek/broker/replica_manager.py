@@ -305,8 +305,9 @@ class ReplicaManager:
                     return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset,
                                      diverging_epoch=(epoch, end))
             self._update_follower(partition, follower, replica_id, fetch_offset)
+            # the topic names the leader's own replica (Kafka's rule), and the follower is still catching up
             throttled = replica_id not in partition.isr and is_throttled(
-                log_.config.leader_replication_throttled_replicas, index, replica_id)
+                log_.config.leader_replication_throttled_replicas, index, self.node_id)
             if throttled and self.leader_quota.exceeded():
                 region = None  # this follower catches up later, within leader.replication.throttled.rate
             else:

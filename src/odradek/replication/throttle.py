@@ -1,9 +1,10 @@
 """Replication throttles (Kafka's KIP-73): a cap on the bytes per second a node spends on catching-up replicas.
 
-A topic names the throttled replicas: `leader.replication.throttled.replicas` (on the leader, what it sends
-to those followers) and `follower.replication.throttled.replicas` (on a follower, what it fetches), as
-`partition:broker` pairs or `*`; the brokers' `leader.replication.throttled.rate` and
-`follower.replication.throttled.rate` are the caps. As in Kafka, only a replica out of the ISR is held back
+A topic names the throttled replicas as `partition:broker` pairs or `*`: a leader throttles what it sends
+for the partitions `leader.replication.throttled.replicas` names with its own id, a follower what it
+fetches for those `follower.replication.throttled.replicas` names with its id (kafka-reassign-partitions
+--throttle lists a partition's current replicas in the first, its new ones in the second); the brokers'
+`leader.replication.throttled.rate` and `follower.replication.throttled.rate` are the caps. As in Kafka, only a replica out of the ISR is held back
 (one a reassignment is filling): an in-sync follower always gets its data, so acks=all writes never wait on a
 throttle. While the measured rate is over the cap, a throttled partition is left out of fetches; the rate
 is measured over the last 11 one-second samples, Kafka's default window.
