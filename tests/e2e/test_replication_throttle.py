@@ -16,7 +16,6 @@ from confluent_kafka.admin import (
 )
 
 from odradek.protocol.errors import ErrorCode
-from odradek.replication.throttle import is_throttled
 from tests.e2e.raw_client import RawClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -80,8 +79,3 @@ def test_a_throttled_reassignment_copies_within_the_rate_and_completes_once_lift
     alter(admin, ResourceType.BROKER, throttled_broker, f"{side}.replication.throttled.rate", None)
     wait_for(lambda: size_on(new_replica, topic) == total, 60, "the new replica to catch up once the throttle went")
 
-
-def test_throttled_replica_lists_name_partitions_and_brokers_as_kafka_writes_them():
-    assert is_throttled("*", 3, 7)
-    assert is_throttled("0:1,0:2,1:2", 0, 2) and is_throttled(" 1 : 2 ", 1, 2)
-    assert not is_throttled("0:1,1:2", 0, 2) and not is_throttled("", 0, 1)
