@@ -3,7 +3,6 @@
 import asyncio
 import functools
 import signal
-import time
 import uuid
 
 import pytest
@@ -148,10 +147,9 @@ def test_killed_node_fails_requests_until_it_restarts_then_the_client_reconnects
 def test_connecting_to_a_closed_port_fails_fast_with_connection_error():
     async def scenario():
         connection = NodeConnection("127.0.0.1", free_port(), client_id="odradek-node-test")
-        started = time.monotonic()
+        # refused at once: a ConnectionError, not the TimeoutError of waiting out the 5 s
         with pytest.raises(ConnectionError, match="cannot connect"):
             await connection.request(METADATA, 12, metadata_body(), timeout_s=5)
-        assert time.monotonic() - started < 1
 
     run(scenario())
 
@@ -164,10 +162,9 @@ def test_frozen_node_times_out_the_request_and_fails_the_others_on_its_connectio
             node.proc.send_signal(signal.SIGSTOP)
             try:
                 patient = asyncio.create_task(connection.request(METADATA, 12, metadata_body(), timeout_s=30))
-                started = time.monotonic()
                 with pytest.raises(TimeoutError):
                     await connection.request(METADATA, 12, metadata_body(), timeout_s=0.3)
-                assert time.monotonic() - started < 1
+                assert not patient.done()  # its own, shorter timeout failed the request, not the connection's
                 with pytest.raises(ConnectionError, match="timed out"):
                     await asyncio.wait_for(patient, 1)
             finally:
