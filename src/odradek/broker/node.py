@@ -103,7 +103,7 @@ from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionSer
 from odradek.config import BrokerConfig, ConfigError
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
-from odradek.network.server import KafkaServer
+from odradek.network.server import ConnectionLimits, KafkaServer
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft.core import RaftConfig
 from odradek.raft.driver import QuorumDriver
@@ -354,9 +354,12 @@ class Node:
         self.groups.start()
         self.transactions = TransactionService(self)
         self.transactions.start()
+        dynamic = self.controller.dynamic
+        limits = ConnectionLimits(lambda: (dynamic["max.connections"], dynamic["max.connections.per.ip"]))
         for listener in self.config.listeners:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
-                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
+                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
+                                 limits=limits)
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))

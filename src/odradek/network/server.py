@@ -46,13 +46,42 @@ class CloseConnection(Exception):
 Dispatch = Callable[[Connection, bytearray], "list | Awaitable[list] | None"]
 
 
+class ConnectionLimits:
+    """max.connections and max.connections.per.ip, shared by a node's client listeners: a connection past
+    either limit is closed as soon as it is accepted. The limits are read at each accept (they are dynamic)."""
+
+    def __init__(self, limits: Callable[[], tuple[int, int]]):
+        self.limits = limits  # () -> (max.connections, max.connections.per.ip)
+        self.total = 0
+        self.by_host: dict[str, int] = {}
+
+    def admit(self, host: str) -> str | None:
+        """Count a new connection from `host`, or say why it is refused."""
+        most, most_per_host = self.limits()
+        if self.total >= most:
+            return f"the node already has the configured maximum of {most} connections (max.connections)"
+        if self.by_host.get(host, 0) >= most_per_host:
+            return f"{host} already has the configured maximum of {most_per_host} connections (max.connections.per.ip)"
+        self.total += 1
+        self.by_host[host] = self.by_host.get(host, 0) + 1
+        return None
+
+    def release(self, host: str) -> None:
+        self.total -= 1
+        self.by_host[host] -= 1
+        if not self.by_host[host]:
+            del self.by_host[host]
+
+
 class KafkaServer:
-    def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT"):
+    def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT",
+                 limits: ConnectionLimits | None = None):
         self.host = host
         self.port = port
         self.dispatch = dispatch
         self.max_request_size = max_request_size
         self.listener = listener
+        self.limits = limits
         self._server_socket: socket.socket | None = None
         self._accept_task: asyncio.Task | None = None
         self._connections: set[asyncio.Task] = set()
@@ -82,6 +111,11 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         while True:
             client, address = await loop.sock_accept(self._server_socket)
+            refused = self.limits.admit(address[0]) if self.limits is not None else None
+            if refused is not None:
+                log.info("Rejected connection from %s: %s", address[0], refused)
+                client.close()
+                continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._next_id += 1
@@ -89,6 +123,8 @@ class KafkaServer:
             task = asyncio.create_task(self._serve(client, connection))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
+            if self.limits is not None:
+                task.add_done_callback(lambda _, host=address[0]: self.limits.release(host))
 
     async def _serve(self, sock: socket.socket, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
