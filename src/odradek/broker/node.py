@@ -364,11 +364,14 @@ class Node:
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))
         if self.config["log.cleaner.enable"]:
-            self.cleaner = LogCleaner(self.log_manager, CleanerConfig(
-                dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
-                load_factor=self.config["log.cleaner.io.buffer.load.factor"],
-                backoff_ms=self.config["log.cleaner.backoff.ms"]))
+            self.cleaner = LogCleaner(self.log_manager, self._cleaner_config())
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
+
+    def _cleaner_config(self) -> CleanerConfig:
+        config = self.controller.dynamic
+        return CleanerConfig(dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                             load_factor=config["log.cleaner.io.buffer.load.factor"],
+                             backoff_ms=config["log.cleaner.backoff.ms"])
 
     async def _catch_up_metadata(self) -> None:
         """Wait until a leader is known and everything committed before this start is applied here."""
@@ -504,7 +507,7 @@ class Node:
             except KafkaError as exc:
                 log.error("Cannot host %s-%d: %s", topic.name, index, exc)
                 return
-        log_.producer_id_expiration_ms = self.config["producer.id.expiration.ms"]
+        log_.producer_id_expiration_ms = self.controller.dynamic["producer.id.expiration.ms"]
         self.replicas.host(topic.name, index, log_, partition)
 
     # metadata changes
@@ -552,8 +555,12 @@ class Node:
         image = self.image
         if record["resource_type"] == TOPIC_RESOURCE:
             topics = [image.topics[record["resource_name"]]] if record["resource_name"] in image.topics else []
-        else:
+        else:  # a dynamic broker config: what reads it at run time picks the change up here
             topics = list(image.topics.values())
+            if self.cleaner is not None:
+                self.cleaner.config = self._cleaner_config()
+            for partition_log in self.log_manager.logs():
+                partition_log.producer_id_expiration_ms = self.controller.dynamic["producer.id.expiration.ms"]
         for topic in topics:
             config = self.controller.log_config(topic)
             for index in topic.partitions:
