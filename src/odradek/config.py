@@ -22,6 +22,7 @@ class ConfigDef:
     doc: str
     topic_name: str | None = None  # the per-topic config this broker setting is the default of
     read_only: bool = True  # True: needs a restart; False: changeable at run time (dynamic)
+    dynamic_only: bool = False  # Kafka knows it only as a dynamic config: DescribeConfigs lists it once it is set
 
 
 # Kafka's broker settings that Odradek knows, with Kafka's defaults and dynamic (run-time) ones as Kafka has
@@ -42,7 +43,6 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("broker.session.timeout.ms", "int", 9000, "A broker that has not heartbeated this long is fenced and loses its leaderships."),
     ConfigDef("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas (the first of each partition) when brokers lead too few of them."),
     ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "How often the active controller checks the leader balance."),
-    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Share of a broker's preferred partitions led elsewhere that triggers a rebalance."),
     ConfigDef("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up with the leader this long leaves the in-sync replica set."),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for new records."),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request."),
@@ -123,9 +123,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("group.consumer.assignors", "list", "uniform,range", "Server-side assignors of KIP-848 groups; the first is the default."),
     ConfigDef("min.insync.replicas", "int", 1, "In-sync replicas needed for an acks=all write.", "min.insync.replicas", False),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become leader.", "unclean.leader.election.enable", False),
-    ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node sends to followers of the partitions listed in their topic's leader.replication.throttled.replicas.", read_only=False),
-    ConfigDef("follower.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node fetches as a follower of the partitions listed in their topic's follower.replication.throttled.replicas.", read_only=False),
-    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "Bytes/s at which AlterReplicaLogDirs copies a partition to another log dir.", read_only=False),
+    ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node sends to followers of the partitions listed in their topic's leader.replication.throttled.replicas.", read_only=False, dynamic_only=True),
+    ConfigDef("follower.replication.throttled.rate", "long", LONG_MAX, "Bytes/s this node fetches as a follower of the partitions listed in their topic's follower.replication.throttled.replicas.", read_only=False, dynamic_only=True),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "Bytes/s at which AlterReplicaLogDirs copies a partition to another log dir.", read_only=False, dynamic_only=True),
     ConfigDef("max.connections", "int", 2147483647, "Client connections this node accepts on its client listeners; more are closed at once.", read_only=False),
     ConfigDef("max.connections.per.ip", "int", 2147483647, "Client connections this node accepts from one address; more are closed at once.", read_only=False),
     ConfigDef("num.network.threads", "int", 3, "Kafka's network thread count; a node is one asyncio thread, so it is only described.", read_only=False),

@@ -8,6 +8,8 @@ and --set), Kafka's defaults. The dynamic configs live in the metadata image, so
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, broker_synonyms
 from odradek.controller.metadata_image import MetadataImage
 
@@ -20,11 +22,24 @@ DEFAULT_CONFIG = 5
 
 
 def config_text(value) -> str | None:
+    """A setting's value as Kafka writes it (Java's text of booleans and doubles)."""
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double_text(value)
     return str(value)
+
+
+def java_double_text(value: float) -> str:
+    """Java's Double.toString: the shortest digits, in E notation outside [1e-3, 1e7)."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)
+    number = Decimal(repr(value))
+    digits = "".join(map(str, number.as_tuple().digits)).rstrip("0") or "0"
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{number.adjusted()}"
 
 
 class DynamicBrokerConfig:

@@ -1020,12 +1020,12 @@ async def test_preferred_election_moves_leadership_back_to_the_first_replica():
     assert results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     await cluster.heartbeat(1)  # unfenced; back in the ISR as its leader would report
     await cluster.alter_isr("t", [2, 3, 1], sender=2)
-    assert cluster.controller.imbalanced_brokers(10) == [1]
+    assert cluster.controller.imbalanced_partitions() == [("t", 0)]
     epoch = cluster.partition("t", 0).leader_epoch
     results = await cluster.controller.elect_leaders(False, None)
     assert results[("t", 0)] == (ErrorCode.NONE, None)
     assert (cluster.partition("t", 0).leader, cluster.partition("t", 0).leader_epoch) == (1, epoch + 1)
-    assert cluster.controller.imbalanced_brokers(10) == []
+    assert cluster.controller.imbalanced_partitions() == []
 
 
 @run_async

@@ -438,15 +438,12 @@ class Node:
                 log.exception("controller step failed")
 
     async def _balance_leaders(self) -> None:
-        """Hand leadership back to preferred replicas of brokers past leader.imbalance.per.broker.percentage."""
-        brokers = set(self.controller.imbalanced_brokers(self.config["leader.imbalance.per.broker.percentage"]))
-        if brokers:
-            partitions = [(t.name, i) for t in self.image.topics.values() for i, p in t.partitions.items()
-                          if p.replicas[0] in brokers and p.leader != p.replicas[0]]
+        """Hand leadership back to the preferred replicas that can take it (Kafka 4.0: any imbalance counts)."""
+        partitions = self.controller.imbalanced_partitions()
+        if partitions:
             results = await self.controller.elect_leaders(False, partitions)
             moved = sum(1 for error, _ in results.values() if error == ErrorCode.NONE)
-            log.info("Leader balance: %d partition(s) back to their preferred replicas on broker(s) %s", moved,
-                     sorted(brokers))
+            log.info("Leader balance: %d partition(s) back to their preferred replicas", moved)
 
     async def _maintain(self) -> None:
         while True:

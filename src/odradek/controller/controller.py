@@ -446,17 +446,13 @@ class Controller:
                 await self._commit(records)
             return results
 
-    def imbalanced_brokers(self, threshold_percent: int) -> list[int]:
-        """Brokers leading fewer of the partitions they are preferred for than `threshold_percent` allows."""
-        preferred, not_leading = {}, {}
+    def imbalanced_partitions(self) -> list[tuple[str, int]]:
+        """Partitions not led by their preferred replica (the first) although it is live and in sync."""
         live = set(self.live_brokers)
-        for topic in self.image.topics.values():
-            for partition in topic.partitions.values():
-                first = partition.replicas[0]
-                preferred[first] = preferred.get(first, 0) + 1
-                if partition.leader != first and first in live and first in partition.isr:
-                    not_leading[first] = not_leading.get(first, 0) + 1
-        return sorted(b for b, count in not_leading.items() if count * 100 > threshold_percent * preferred[b])
+        return [(topic.name, index) for topic in self.image.topics.values()
+                for index, partition in sorted(topic.partitions.items())
+                if partition.leader != partition.replicas[0] and partition.replicas[0] in live
+                and partition.replicas[0] in partition.isr]
 
     # reassignment
 

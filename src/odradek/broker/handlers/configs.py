@@ -70,8 +70,9 @@ def _describe_broker_configs(broker, resource_name: str, keys, include_synonyms:
         names = sorted(defaults)
     else:
         current = dynamic.current
-        names = [c.name for c in BROKER_CONFIGS] + sorted(
-            n for n in {**broker.config.explicit, **defaults, **own} if n not in BROKER_CONFIG_BY_NAME)
+        given = {**broker.config.explicit, **defaults, **own}
+        names = [c.name for c in BROKER_CONFIGS if not c.dynamic_only or c.name in given] + sorted(
+            n for n in given if n not in BROKER_CONFIG_BY_NAME)
     configs = []
     for name in names:
         if keys is not None and name not in keys:
