@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import Producer
 
+from tests.java.tool_shell import table
 from tests.reference_kafka import requires_reference
 
 pytestmark = requires_reference
@@ -36,15 +37,6 @@ def create_topic(tools, broker, topic: str, partitions: int = 1, *configs: str) 
     result = tools.ok("kafka-topics", *bs(broker), "--create", "--topic", topic, "--partitions", partitions,
                       "--replication-factor", 1, *args)
     assert result.stdout == f"Created topic {topic}.\n", result
-
-
-def table(text: str, first_column: str) -> list[dict[str, str]]:
-    """The rows of a table a tool printed: the header is the line starting with `first_column`; the columns
-    are separated by whitespace (or tabs)."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split() and line.split()[0] == first_column)
-    header = lines[start].split()
-    return [dict(zip(header, line.split(), strict=False)) for line in lines[start + 1:] if line.strip()]
 
 
 def committed_offsets(tools, broker, group: str) -> dict[tuple[str, int], str]:
@@ -259,19 +251,61 @@ def test_configs_takes_the_broker_settings_kafka_changes_at_run_time(tools, brok
 
 def test_configs_refuses_broker_settings_kafka_cannot_change_at_run_time(tools, broker):
     one = ("--entity-type", "brokers", "--entity-name", "1")
+    taken = []
     try:
-        for read_only in ("num.partitions=2", "broker.id=7", "log.dirs=/elsewhere"):
+        for read_only in ("num.partitions=2", "broker.id=7", "log.dirs=/elsewhere", "node.id=7"):
             refused = tools.run("kafka-configs", *bs(broker), *one, "--alter", "--add-config", read_only)
-            name = read_only.split("=")[0]
-            assert refused.returncode == 1 and (
-                "org.apache.kafka.common.errors.InvalidRequestException: Cannot update these configs dynamically: "
-                f"Set({name})") in refused.stderr, refused
-    finally:  # whatever was taken goes, for the other tests of the module
-        taken = [line.split("=")[0].strip()
-                 for line in tools.ok("kafka-configs", *bs(broker), *one, "--describe").lines[1:]]
-        if taken:
-            tools.ok("kafka-configs", *bs(broker), *one, "--alter", "--delete-config", ",".join(taken))
-    describe_configs(tools, broker, *one, expected=["Dynamic configs for broker 1 are:"])
+            message = ("org.apache.kafka.common.errors.InvalidRequestException: Cannot update these configs "
+                       f"dynamically: Set({read_only.split('=')[0]})")
+            if not (refused.returncode == 1 and message in refused.stderr):
+                taken.append(f"{read_only}: Kafka refuses it with {message!r}; here:\n{refused}")
+    finally:
+        remove_broker_configs(tools, broker)
+    assert not taken, "\n".join(taken)
+
+
+# Dynamic broker values Kafka 4.0 refuses (on a broker with the default thread counts), and what it says.
+REFUSED_BROKER_VALUES = {
+    "log.cleaner.threads=3": "Log cleaner threads cannot be increased to more than double the current value 1",
+    "num.io.threads=17": "Dynamic thread count update validation failed for num.io.threads=17, value should not be "
+                         "greater than double the current value 8",
+    "num.io.threads=3": "Dynamic thread count update validation failed for num.io.threads=3, value should be at "
+                        "least half the current value 8",
+    "num.network.threads=7": "Dynamic thread count update validation failed for num.network.threads=7, value should "
+                             "not be greater than double the current value 3",
+    "max.connections=0": "Invalid max.connections 0",
+    "max.connections.per.ip=0": "requirement failed: max.connections.per.ip can be set to zero only if "
+                                "max.connections.per.ip.overrides property is set.",
+    "message.max.bytes=-5": "Invalid value -5 for configuration message.max.bytes: Value must be at least 0",
+    "log.segment.bytes=10": "Invalid value 10 for configuration log.segment.bytes: Value must be at least 1048576",
+}
+
+
+def test_configs_refuses_dynamic_broker_values_kafka_refuses(tools, broker):
+    taken = []
+    try:
+        for setting, message in REFUSED_BROKER_VALUES.items():
+            refused = tools.run("kafka-configs", *bs(broker), "--entity-type", "brokers", "--entity-name", "1",
+                                "--alter", "--add-config", setting, timeout=30)
+            cause = [line for line in refused.stderr.splitlines()
+                     if line.startswith("Caused by: org.apache.kafka.common.errors.InvalidRequestException: ")]
+            if not (refused.returncode == 1 and len(cause) == 1 and message in cause[0]):
+                taken.append(f"{setting}: Kafka refuses it with {message!r}; here:\n{refused}")
+                remove_broker_configs(tools, broker)  # each value is tried on a broker with the defaults
+    finally:
+        remove_broker_configs(tools, broker)
+    assert not taken, "\n".join(taken)
+
+
+def remove_broker_configs(tools, broker) -> None:
+    """Removes broker 1's dynamic configs, through the controller listener: a config a test should not have got
+    through (max.connections=0) can lock clients out of the broker's own listener."""
+    one = ("--bootstrap-controller", broker.controller_bootstrap, "--entity-type", "brokers", "--entity-name", "1")
+    taken = [line.split("=")[0].strip() for line in tools.ok("kafka-configs", *one, "--describe").lines[1:]]
+    if taken:
+        tools.ok("kafka-configs", *one, "--alter", "--delete-config", ",".join(taken))
+    describe_configs(tools, broker, "--entity-type", "brokers", "--entity-name", "1",
+                     expected=["Dynamic configs for broker 1 are:"])
 
 
 # Broker settings every Kafka broker describes with `--describe --all`, with their value on a broker that does
@@ -902,9 +936,9 @@ def test_producer_perf_test_with_acks_1_all_idempotent_and_transactional_and_con
                              100, "--throughput", -1, "--producer-props", f"bootstrap.servers={broker.bootstrap}",
                              "acks=all", "--transactional-id", "perf-txn", "--transaction-duration-ms", 100)
     assert transactional.stdout.startswith("1000 records sent, "), transactional
-    listed = {row["TransactionalId"]: row["TransactionState"]
-              for row in table(tools.ok("kafka-transactions", *bs(broker), "list").stdout, "TransactionalId")}
-    assert listed["perf-txn"] == "CompleteCommit", listed
+    # The last commit completes once its markers are written.
+    tools.run_until(lambda r: {row["TransactionalId"]: row["TransactionState"] for row in table(
+        r.stdout, "TransactionalId")}.get("perf-txn") == "CompleteCommit", "kafka-transactions", *bs(broker), "list")
 
     # Four runs of 1000 records, and the transactions' commit markers.
     ends = tools.ok("kafka-get-offsets", *bs(broker), "--topic", "perf").lines

@@ -53,6 +53,15 @@ class ToolResult:
         return self.stdout.splitlines()
 
 
+def table(text: str, first_column: str) -> list[dict[str, str]]:
+    """The rows of a table a tool printed: the header is the line starting with `first_column`; the columns
+    are separated by whitespace (or tabs)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split() and line.split()[0] == first_column)
+    header = lines[start].split()
+    return [dict(zip(header, line.split(), strict=False)) for line in lines[start + 1:] if line.strip()]
+
+
 def tool_main_classes() -> dict[str, str]:
     """Each script's main class, read from its exec line (`kafka-run-class.sh org.apache.kafka.tools.X "$@"`)."""
     classes = {}
