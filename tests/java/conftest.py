@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,11 @@ class ToolsBroker:
     kind: str                   # "odradek", or "kafka" with KAFKA_TOOLS_TARGET=reference
     bootstrap: str
     controller_bootstrap: str   # its CONTROLLER listener, for --bootstrap-controller
-    log_dir: Path               # where its partition directories are
+    log_dirs: tuple[Path, ...]  # where its partition directories are
+
+    @property
+    def log_dir(self) -> Path:
+        return self.log_dirs[0]
 
 
 def _two_free_ports() -> tuple[int, int]:
@@ -53,28 +58,46 @@ def _two_free_ports() -> tuple[int, int]:
         return port, port + 1
 
 
-@pytest.fixture(scope="module")
-def tools_broker(tmp_path_factory):
-    """One broker for a test module, with a CONTROLLER listener reachable with --bootstrap-controller."""
-    directory = tmp_path_factory.mktemp("tools-broker")
+@contextmanager
+def running_tools_broker(directory: Path, log_dir_count: int = 1):
+    """Starts the broker under test (Odradek, or Kafka with KAFKA_TOOLS_TARGET=reference) and stops it after."""
+    directory.mkdir(parents=True, exist_ok=True)
     port, controller_port = _two_free_ports()
+    log_dirs = tuple(directory / f"data-{i}" for i in range(log_dir_count)) if log_dir_count > 1 else (
+        directory / "data",)
     if os.environ.get("KAFKA_TOOLS_TARGET") == "reference":
-        broker = ReferenceBroker(directory, port, TOOLS_BROKER_SETTINGS).start()
+        settings = {**TOOLS_BROKER_SETTINGS, **({"log.dirs": ",".join(map(str, log_dirs))} if log_dir_count > 1 else {})}
+        broker = ReferenceBroker(directory, port, settings).start()
         try:
-            yield ToolsBroker("kafka", broker.bootstrap, broker.controller_bootstrap, directory / "data")
+            yield ToolsBroker("kafka", broker.bootstrap, broker.controller_bootstrap, log_dirs)
         finally:
             broker.stop()
         return
-    node = NodeProcess(directory / "data", port=port, settings={
+    node = NodeProcess(log_dirs[0], port=port, settings={
         "node.id": "1",
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "log.dirs": ",".join(map(str, log_dirs)),
         **TOOLS_BROKER_SETTINGS,
     }).start()
     try:
-        yield ToolsBroker("odradek", node.bootstrap, f"127.0.0.1:{controller_port}", node.data_dir)
+        yield ToolsBroker("odradek", node.bootstrap, f"127.0.0.1:{controller_port}", log_dirs)
     finally:
         node.stop()
+
+
+@pytest.fixture(scope="module")
+def tools_broker(tmp_path_factory):
+    """One broker for a test module, with a CONTROLLER listener reachable with --bootstrap-controller."""
+    with running_tools_broker(tmp_path_factory.mktemp("tools-broker")) as broker:
+        yield broker
+
+
+@pytest.fixture
+def two_dir_broker(tmp_path):
+    """A broker of its own with two log dirs, for moves of replicas between them."""
+    with running_tools_broker(tmp_path / "two-dirs", log_dir_count=2) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")

@@ -405,6 +405,21 @@ def test_console_consumer_read_committed_skips_open_and_aborted_transactions(too
         "committed-1", "committed-2"]
 
 
+
+def test_console_producer_gets_kafkas_error_for_a_keyless_record_in_a_compacted_topic(tools, broker):
+    create_topic(tools, broker, "compacted-keys", 1, "cleanup.policy=compact")
+    refusal = ("org.apache.kafka.common.InvalidRecordException: Compacted topic cannot accept message without key in "
+               "topic partition compacted-keys-0")
+    sync = tools.run("kafka-console-producer", *bs(broker), "--topic", "compacted-keys", "--sync", input="no key\n")
+    assert sync.returncode == 1 and f"Caused by: {refusal}" in sync.stderr.splitlines(), sync
+    unsent = tools.ok("kafka-console-producer", *bs(broker), "--topic", "compacted-keys", input="no key\n")
+    assert "Error when sending message to topic compacted-keys with key: null, value: 6 bytes with error:" in \
+        unsent.stderr and refusal in unsent.stderr.splitlines(), unsent
+    tools.ok("kafka-console-producer", *bs(broker), "--topic", "compacted-keys", "--property", "parse.key=true",
+             input="k\tv\n")
+    assert consume_lines(tools, broker, "compacted-keys", 1, "--partition", 0, "--offset", "earliest",
+                         "--property", "print.key=true", "--property", "print.offset=true") == ["Offset:0\tk\tv"]
+
 # --- kafka-transactions ---------------------------------------------------------------------------------------
 
 
@@ -736,6 +751,42 @@ def test_log_dirs_describes_partitions_and_their_sizes(tools, broker):
     assert sizes["log-dirs-0"] > 300 and sizes["log-dirs-1"] == 0, result
     assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in log_dir["partitions"]), result
 
+
+
+def test_reassign_partitions_moves_a_replica_to_another_log_dir(tools, two_dir_broker, tmp_path):
+    broker = two_dir_broker
+    create_topic(tools, broker, "dir-move")
+    produce(broker, "dir-move", [(0, int(time.time() * 1000), b"record-%d" % i) for i in range(20)])
+
+    def placement(result) -> dict[str, list[tuple[str, int, bool]]]:
+        """log dir -> its replicas of dir-move-0 as (partition, size, isFuture)."""
+        [described] = json.loads(result.lines[2])["brokers"]
+        return {d["logDir"]: [(p["partition"], p["size"], p["isFuture"]) for p in d["partitions"]]
+                for d in described["logDirs"]}
+
+    before = placement(tools.ok("kafka-log-dirs", *bs(broker), "--describe", "--topic-list", "dir-move"))
+    assert sorted(before) == sorted(map(str, broker.log_dirs)), before
+    [source] = [d for d, replicas in before.items() if replicas]
+    [(_, size, _)] = before[source]
+    [target] = [d for d in before if d != source]
+    assert size > 0, before
+
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "dir-move", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+    started = tools.ok("kafka-reassign-partitions", *bs(broker), "--execute", "--reassignment-json-file", plan)
+    assert started.lines[-2:] == [
+        "Successfully started partition reassignment for dir-move-0",
+        f"Successfully started moving log directory to {target} for replica dir-move-0 with broker 1 "], started
+    done = tools.run_until(lambda r: "Reassignment of replica dir-move-0-1 completed successfully." in r.lines,
+                           "kafka-reassign-partitions", *bs(broker), "--verify", "--reassignment-json-file", plan)
+    assert done.lines[:2] == ["Status of partition reassignment:",
+                              "Reassignment of partition dir-move-0 is completed."], done
+
+    after = placement(tools.ok("kafka-log-dirs", *bs(broker), "--describe", "--topic-list", "dir-move"))
+    assert after == {source: [], target: [("dir-move-0", size, False)]}, after
+    assert consume_lines(tools, broker, "dir-move", 20, "--partition", 0, "--offset", "earliest") == [
+        f"record-{i}" for i in range(20)]
 
 # --- the cluster: quorum, features, identity, API versions, ACLs ----------------------------------------------
 

@@ -14,6 +14,7 @@ import os
 import re
 import select
 import shlex
+import shutil
 import struct
 import subprocess
 import threading
@@ -73,9 +74,12 @@ def tool_main_classes() -> dict[str, str]:
 
 
 def compile_tool_shell(directory: Path) -> Path:
-    """Compiles ToolShell.java into `directory` against Kafka's libs; returns the directory."""
-    subprocess.run(["javac", "-nowarn", "-d", str(directory), "-cp", str(KAFKA_HOME / "libs" / "*"),
-                    str(SHELL_SOURCE)], check=True, capture_output=True, timeout=180)
+    """Compiles ToolShell.java into `directory` against Kafka's libs; returns the directory. A Java runtime without
+    `javac` (Debian's openjdk-17-jre-headless) still has the compiler's module, run here through `java -m`."""
+    javac = ["javac"] if shutil.which("javac") else ["java", "-m", "jdk.compiler/com.sun.tools.javac.Main"]
+    classpath = os.pathsep.join(str(jar) for jar in sorted((KAFKA_HOME / "libs").glob("*.jar")))
+    subprocess.run([*javac, "-nowarn", "-d", str(directory), "-cp", classpath, str(SHELL_SOURCE)],
+                   check=True, capture_output=True, timeout=180)
     return directory
 
 
