@@ -243,7 +243,7 @@ class KafkaTools:
             self._jvm = _SharedJvm(self._shell_classes, self.work_dir / "tool-shell.log")
         try:
             ended, code, stdout, stderr = self._jvm.run(self.classes[tool], args, stdin, timeout)
-        except (TimeoutError, EOFError) as e:
+        except (TimeoutError, EOFError, BrokenPipeError) as e:
             self._drop_jvm()
             raise ToolTimeout(f"{command}: {e}") from None
         if not ended:
