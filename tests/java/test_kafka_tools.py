@@ -395,9 +395,9 @@ def test_console_consumer_read_committed_skips_open_and_aborted_transactions(too
 
     from_start = ("--partition", "0", "--offset", "earliest")
     assert consume_lines(tools, broker, "console-txn", 3, *from_start) == ["committed-1", "open-1", "committed-2"]
-    # read_committed stops at the open transaction (the last stable offset) ...
+    # read_committed stops at the open transaction (the last stable offset): no more records within 5 s ...
     stopped = tools.ok("kafka-console-consumer", *bs(broker), "--topic", "console-txn", *from_start,
-                       "--isolation-level", "read_committed", "--timeout-ms", 2000)
+                       "--isolation-level", "read_committed", "--timeout-ms", 5000)
     assert stopped.lines == ["committed-1"] and "Processed a total of 1 messages" in stopped.stderr, stopped
     # ... and once it is aborted, skips its records.
     open_txn.abort_transaction(30)
