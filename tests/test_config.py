@@ -35,7 +35,13 @@ def test_properties_file_and_overrides(tmp_path):
     ("num.partitions=zero", "Invalid value zero for configuration num.partitions: Not a number of type INT"),
     ("auto.create.topics.enable=maybe", "Expected value to be either true or false"),
     ("listeners=nonsense", "cannot parse"),
-    ("num.partitions=0", "must be positive"),
+    ("num.partitions=0", "Invalid value 0 for configuration num.partitions: Value must be at least 1"),
+    ("log.segment.bytes=65536", "Invalid value 65536 for configuration log.segment.bytes: Value must be at least 1048576"),
+    ("compression.lz4.level=18", "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17"),
+    ("max.connections.per.ip=0", "max.connections.per.ip can be set to zero only if"),
+    ("max.connections.per.ip.overrides=localhost", "expected host:count"),
+    ("listeners=PLAINTEXT://:9092,INTERNAL://:9094", "No security protocol defined for listener INTERNAL"),
+    ("listener.security.protocol.map=PLAINTEXT:SSL", "security protocol SSL is not supported yet"),
     ("novalue", "expects key=value"),
 ])
 def test_bad_settings_name_the_key(override, message):
@@ -88,3 +94,27 @@ def test_kraft_settings_describe_the_node_roles():
 def test_kraft_settings_that_cannot_work_are_refused(settings, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(settings)
+
+
+def test_broker_id_and_node_id_stand_for_each_other():
+    assert BrokerConfig({"node.id": "3"})["broker.id"] == 3
+    assert BrokerConfig({"broker.id": "3"}).node_id == 3
+    assert BrokerConfig()["broker.id"] == -1  # neither given: node.id's default applies, broker.id is unset
+    with pytest.raises(ConfigError, match="broker.id 2 must equal node.id 1"):
+        BrokerConfig({"node.id": "1", "broker.id": "2"})
+
+
+def test_listeners_get_their_security_protocols():
+    config = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,INTERNAL://:9094",
+                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    assert config.security_protocols() == {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}
+    # An unmapped controller listener is PLAINTEXT only while the map is Kafka's default.
+    assert BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093"}).security_protocols()["CONTROLLER"] == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="No security protocol defined for listener CONTROLLER"):
+        BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"})
+
+
+def test_connection_overrides_resolve_host_names():
+    config = BrokerConfig({"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "localhost:5,10.0.0.1:7"})
+    assert config.max_connections_per_ip_overrides() == {"127.0.0.1": 5, "10.0.0.1": 7}

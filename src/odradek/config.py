@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ class ConfigDef:
 # Kafka's tools work unchanged; their descriptions say so.
 BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("node.id", "int", 1, "This node's id, unique in the cluster."),
+    ConfigDef("broker.id", "int", -1, "Kafka's older name of node.id: set to node.id when not given, and must equal it when given."),
     ConfigDef("process.roles", "list", "broker,controller", "broker, controller, or both (a lone node is both; a controller is a voter of the metadata quorum, a broker only follows it)."),
     ConfigDef("controller.quorum.voters", "list", None, "The controller quorum as id@host:port entries (the voters' CONTROLLER listeners); unset: this node alone is the quorum."),
     ConfigDef("controller.quorum.bootstrap.servers", "list", None, "Dynamic quorums (KIP-853); not supported yet: set controller.quorum.voters."),
@@ -49,6 +52,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request."),
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, "How long a follower waits after a failed fetch."),
     ConfigDef("listeners", "list", "PLAINTEXT://:9092", "Addresses to listen on, as LISTENER://host:port; an empty host binds all interfaces."),
+    ConfigDef("listener.security.protocol.map", "string", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", "Security protocol of each listener name, as NAME:PROTOCOL entries; a controller listener not named here is PLAINTEXT. Odradek serves PLAINTEXT only so far."),
     ConfigDef("advertised.listeners", "list", None, "Addresses given to clients; defaults to listeners (empty host: this machine's name)."),
     ConfigDef("log.dirs", "list", None, "Directories holding partition logs; defaults to log.dir."),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is not set."),
@@ -128,6 +132,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "Bytes/s at which AlterReplicaLogDirs copies a partition to another log dir.", read_only=False, dynamic_only=True),
     ConfigDef("max.connections", "int", 2147483647, "Client connections this node accepts on its client listeners; more are closed at once.", read_only=False),
     ConfigDef("max.connections.per.ip", "int", 2147483647, "Client connections this node accepts from one address; more are closed at once.", read_only=False),
+    ConfigDef("max.connections.per.ip.overrides", "string", "", "Per-address exceptions to max.connections.per.ip, as host:count entries (a host name stands for its address).", read_only=False),
+    ConfigDef("connections.max.idle.ms", "long", 600000, "A client connection with no request for this long is closed; -1: never."),
     ConfigDef("num.network.threads", "int", 3, "Kafka's network thread count; a node is one asyncio thread, so it is only described.", read_only=False),
     ConfigDef("num.io.threads", "int", 8, "Kafka's request handler thread count; a node is one asyncio thread, so it is only described.", read_only=False),
     ConfigDef("background.threads", "int", 10, "Kafka's background thread count; a node is one asyncio thread, so it is only described.", read_only=False),
@@ -138,6 +144,69 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
+
+PER_IP_ZERO_NEEDS_OVERRIDES = ("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                               "property is set.")
+
+# The ranges Kafka's validators allow for its numeric broker settings: (at least, at most or None).
+RANGES: dict[str, tuple[int, int | None]] = {
+    "background.threads": (1, None),
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
+    "fetch.max.bytes": (1024, None),
+    "group.consumer.heartbeat.interval.ms": (1, None),
+    "group.consumer.session.timeout.ms": (1, None),
+    "group.max.size": (1, None),
+    "leader.imbalance.check.interval.seconds": (1, None),
+    "log.cleaner.backoff.ms": (0, None),
+    "log.cleaner.delete.retention.ms": (0, None),
+    "log.cleaner.io.buffer.size": (0, None),
+    "log.cleaner.max.compaction.lag.ms": (1, None),
+    "log.cleaner.min.cleanable.ratio": (0, 1),
+    "log.cleaner.min.compaction.lag.ms": (0, None),
+    "log.cleaner.threads": (0, None),
+    "log.flush.interval.messages": (1, None),
+    "log.index.interval.bytes": (0, None),
+    "log.index.size.max.bytes": (4, None),
+    "log.initial.task.delay.ms": (0, None),
+    "log.local.retention.bytes": (-2, None),
+    "log.local.retention.ms": (-2, None),
+    "log.message.timestamp.after.max.ms": (0, None),
+    "log.message.timestamp.before.max.ms": (0, None),
+    "log.retention.check.interval.ms": (1, None),
+    "log.roll.hours": (1, None),
+    "log.roll.jitter.hours": (0, None),
+    "log.segment.bytes": (1048576, None),
+    "log.segment.delete.delay.ms": (0, None),
+    "max.connections": (0, None),
+    "max.connections.per.ip": (0, None),
+    "message.max.bytes": (0, None),
+    "metadata.log.max.record.bytes.between.snapshots": (1, None),
+    "min.insync.replicas": (1, None),
+    "node.id": (0, None),
+    "num.io.threads": (1, None),
+    "num.network.threads": (1, None),
+    "num.partitions": (1, None),
+    "num.recovery.threads.per.data.dir": (1, None),
+    "offsets.retention.check.interval.ms": (1, None),
+    "offsets.retention.minutes": (1, None),
+    "offsets.topic.num.partitions": (1, None),
+    "offsets.topic.replication.factor": (1, None),
+    "offsets.topic.segment.bytes": (1, None),
+    "producer.id.expiration.ms": (1, None),
+    "replica.fetch.backoff.ms": (0, None),
+    "replica.fetch.max.bytes": (0, None),
+    "replica.fetch.response.max.bytes": (0, None),
+    "socket.request.max.bytes": (1, None),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (1, None),
+    "transaction.max.timeout.ms": (1, None),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (1, None),
+    "transaction.state.log.min.isr": (1, None),
+    "transaction.state.log.num.partitions": (1, None),
+    "transaction.state.log.replication.factor": (1, None),
+    "transaction.state.log.segment.bytes": (1, None),
+    "transactional.id.expiration.ms": (1, None),
+}
 
 # Broker settings that stand for one another, in precedence order (Kafka's DynamicBrokerConfig synonyms).
 _SYNONYM_GROUPS = (
@@ -211,13 +280,39 @@ def convert(definition: ConfigDef, value: str) -> object:
             raise invalid(f"Not a number of type {kind.upper()}") from None
         if not -_INTEGER_RANGES[kind] <= number < _INTEGER_RANGES[kind]:
             raise invalid(f"Not a number of type {kind.upper()}")
-        return number
+        return _in_range(definition.name, number, invalid)
     if kind == "double":
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             raise invalid("Not a number of type DOUBLE") from None
+        return _in_range(definition.name, number, invalid)
     return value
+
+
+def _in_range(name: str, number, invalid):
+    low, high = RANGES.get(name, (None, None))
+    if low is not None and number < low:
+        raise invalid(f"Value must be at least {low}")
+    if high is not None and number > high:
+        raise invalid(f"Value must be no more than {high}")
+    return number
+
+
+@functools.lru_cache(maxsize=16)
+def parse_connection_overrides(text: str) -> dict[str, int]:
+    overrides = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"Error parsing configuration property 'max.connections.per.ip.overrides': expected "
+                              f"host:count, got {item!r}")
+        try:
+            address = socket.getaddrinfo(host.strip("[]"), None)[0][4][0]
+        except OSError:
+            raise ConfigError(f"max.connections.per.ip.overrides contains invalid addresses : {host}") from None
+        overrides[address] = int(count)
+    return overrides
 
 
 @dataclass(frozen=True)
@@ -242,6 +337,10 @@ class BrokerConfig:
 
     def __init__(self, props: Mapping[str, str] | None = None):
         self.explicit: dict[str, str] = dict(props or {})
+        # As Kafka does, broker.id is given the value of node.id (or the other way round) when only one is set.
+        for given, missing in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            if given in self.explicit and missing not in self.explicit:
+                self.explicit[missing] = self.explicit[given]
         self.values: dict[str, object] = {}
         for definition in BROKER_CONFIGS:
             raw = self.explicit.get(definition.name)
@@ -265,8 +364,12 @@ class BrokerConfig:
         return self.values[name]
 
     def _validate(self) -> None:
-        if self["node.id"] < 0:
-            raise ConfigError("node.id must be >= 0")
+        if self["broker.id"] != -1 and self["broker.id"] != self["node.id"]:
+            raise ConfigError(f"broker.id {self['broker.id']} must equal node.id {self['node.id']}")
+        self.security_protocols()
+        if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
+            raise ConfigError(PER_IP_ZERO_NEEDS_OVERRIDES)
+        self.max_connections_per_ip_overrides()
         roles = self.process_roles
         if not roles or not roles <= {"broker", "controller"}:
             raise ConfigError(f"process.roles: expected broker, controller or both, got {self['process.roles']!r}")
@@ -288,10 +391,38 @@ class BrokerConfig:
         name = self["inter.broker.listener.name"]
         if name and all(listener.name != name.upper() for listener in self.listeners):
             raise ConfigError(f"inter.broker.listener.name: no listener is named {name}")
-        for name in ("num.partitions", "default.replication.factor", "message.max.bytes", "socket.request.max.bytes",
-                     "log.segment.bytes"):
+        for name in ("default.replication.factor", "message.max.bytes"):
             if self[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")
+
+    def security_protocols(self) -> dict[str, str]:
+        """Listener name -> security protocol; a ConfigError for a listener without one, or with one Odradek
+        does not serve yet."""
+        given = "listener.security.protocol.map" in self.explicit
+        mapping = {}
+        for item in filter(None, (part.strip() for part in self["listener.security.protocol.map"].split(","))):
+            name, sep, protocol = item.partition(":")
+            if not sep or not name.strip() or not protocol.strip():
+                raise ConfigError(f"listener.security.protocol.map: cannot parse {item!r}, expected NAME:PROTOCOL")
+            mapping[name.strip().upper()] = protocol.strip().upper()
+        protocols = {}
+        for listener in parse_listeners(self["listeners"]):
+            protocol = mapping.get(listener.name)
+            if protocol is None and not given and listener.name in self._controller_listener_names():
+                protocol = "PLAINTEXT"  # Kafka's rule for an unmapped controller listener
+            if protocol is None:
+                raise ConfigError(f"No security protocol defined for listener {listener.name}")
+            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+                raise ConfigError(f"listener.security.protocol.map: unknown security protocol {protocol}")
+            if protocol != "PLAINTEXT":
+                raise ConfigError(f"listener {listener.name}: security protocol {protocol} is not supported yet; "
+                                  "Odradek serves PLAINTEXT listeners only")
+            protocols[listener.name] = protocol
+        return protocols
+
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as address -> count (host names resolved, as Kafka does)."""
+        return parse_connection_overrides(self["max.connections.per.ip.overrides"])
 
     @property
     def process_roles(self) -> set[str]:
@@ -334,8 +465,6 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[Listener]:
         if self["advertised.listeners"]:
             return parse_listeners(self["advertised.listeners"])
-        import socket
-
         return [Listener(listener.name, listener.host if listener.host not in ("", "0.0.0.0") else socket.getfqdn(), listener.port)
                 for listener in self.listeners]
 

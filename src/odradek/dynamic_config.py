@@ -8,10 +8,20 @@ and --set), Kafka's defaults. The dynamic configs live in the metadata image, so
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 
-from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, broker_synonyms
+from odradek.config import (
+    BROKER_CONFIG_BY_NAME,
+    PER_IP_ZERO_NEEDS_OVERRIDES,
+    BrokerConfig,
+    ConfigError,
+    broker_synonyms,
+    convert,
+)
 from odradek.controller.metadata_image import MetadataImage
+
+log = logging.getLogger(__name__)
 
 # DescribeConfigs ConfigSource values
 TOPIC_CONFIG = 1
@@ -57,7 +67,10 @@ class DynamicBrokerConfig:
         key = (tuple(sorted(own.items())), tuple(sorted(defaults.items())))
         if key != self._current_of:
             known = {name: value for name, value in {**defaults, **own}.items() if name in BROKER_CONFIG_BY_NAME}
-            self._current = BrokerConfig({**self.static.explicit, **known}) if known else self.static
+            try:
+                self._current = BrokerConfig({**self.static.explicit, **known}) if known else self.static
+            except ConfigError as exc:  # only a change made through the controller listener can get here
+                log.warning("Keeping the previous settings: the dynamic broker configs do not apply: %s", exc)
             self._current_of = key
         return self._current
 
@@ -81,10 +94,60 @@ class DynamicBrokerConfig:
             chain += [(n, values[n], source) for n in names if n in values]
         for n in names:
             definition = BROKER_CONFIG_BY_NAME.get(n)
-            if definition is not None and definition.default is not None:
+            if definition is not None and definition.default is not None and not definition.dynamic_only:
                 chain.append((n, config_text(definition.default), DEFAULT_CONFIG))
         while chain and chain[0][0] != name:
             chain.pop(0)
         if broker_id == "":
             chain = [entry for entry in chain if entry[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
         return chain
+
+
+# Thread pools Kafka lets a broker resize at run time, by at most half or double at a time.
+RESIZABLE_THREAD_POOLS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
+                          "num.recovery.threads.per.data.dir", "background.threads")
+
+
+def reconfiguration_problem(current: BrokerConfig, changes: dict[str, str | None]) -> str | None:
+    """Why a broker with settings `current` refuses the dynamic `changes` (None deletes), in Kafka's words, or
+    None. These are the checks Kafka's broker makes of its own running state before it forwards a change to
+    the controller; a value of the wrong type or range is the controller's to refuse."""
+    values = {}
+    for name, text in changes.items():
+        definition = BROKER_CONFIG_BY_NAME.get(name)
+        if text is None or definition is None:
+            continue
+        try:
+            values[name] = convert(definition, text)
+        except ConfigError:
+            return None
+    for name in RESIZABLE_THREAD_POOLS:
+        new, old = values.get(name), current[name]
+        if new is None or new == old:
+            continue
+        prefix = f"Dynamic thread count update validation failed for {name}={new}"
+        if new <= 0:
+            return _refused(f"{prefix}, value should be at least 1")
+        if new < old // 2:
+            return _refused(f"{prefix}, value should be at least half the current value {old}")
+        if new > old * 2:
+            return _refused(f"{prefix}, value should not be greater than double the current value {old}")
+    cleaner_threads, old = values.get("log.cleaner.threads"), current["log.cleaner.threads"]
+    if cleaner_threads is not None:
+        if cleaner_threads < 1:
+            return _refused("Log cleaner threads should be at least 1")
+        if cleaner_threads < old // 2:
+            return _refused(f"Log cleaner threads cannot be reduced to less than half the current value {old}")
+        if cleaner_threads > old * 2:
+            return _refused(f"Log cleaner threads cannot be increased to more than double the current value {old}")
+    if values.get("max.connections", 1) <= 0:
+        return _refused(f"Invalid max.connections {values['max.connections']}")
+    overrides = changes.get("max.connections.per.ip.overrides", current["max.connections.per.ip.overrides"])
+    if values.get("max.connections.per.ip") == 0 and not overrides:
+        return f"requirement failed: {PER_IP_ZERO_NEEDS_OVERRIDES}"
+    return None
+
+
+def _refused(why: str) -> str:
+    """Kafka's wording when one of its reconfigurable components refuses a change."""
+    return f"Invalid value org.apache.kafka.common.config.ConfigException: {why} for configuration Invalid dynamic configuration"

@@ -9,17 +9,17 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from odradek.protocol.records import decode_batches
 
+SMALL_SEGMENTS = {"segment.bytes": "16384"}  # many small segments (Kafka refuses a node-wide size under 1 MiB)
 NODE_SETTINGS = {
-    "log.segment.bytes": "16384",  # many small segments
     "log.cleaner.backoff.ms": "100",
     "log.segment.delete.delay.ms": "500",
 }
-COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "2000"}
+COMPACTED = {**SMALL_SEGMENTS, "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "2000"}
 
 
 def create_topic(node, name: str, config: dict) -> None:
     client = AdminClient({"bootstrap.servers": node.bootstrap})
-    client.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(15)
+    client.create_topics([NewTopic(name, 1, 1, config={**SMALL_SEGMENTS, **config})])[name].result(15)
 
 
 def producer(node) -> Producer:

@@ -14,11 +14,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 NODE_SETTINGS = {
-    "log.segment.bytes": "16384",  # many small segments
     "log.cleaner.backoff.ms": "50",
     "log.segment.delete.delay.ms": "200",
 }
-COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "1000"}
+COMPACTED = {"segment.bytes": "16384",  # many small segments
+             "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "1000"}
 KEYS = 40
 KILLS = 6
 

@@ -3,7 +3,7 @@
 One node process hosts four single-partition topics, each loaded by its own confluent-kafka producer
 (acks=all, retries=0, idempotence off: every acknowledgement names the one offset its record got):
 
-* `stream`    - a plain stream (the node-wide small test segment size still rolls it now and then);
+* `stream`    - a plain stream (the small test segment size still rolls it now and then);
 * `rolling`   - larger records and segment.ms=20: it rolls a segment every few appends;
 * `retained`  - retention.bytes and retention.ms small, checked every 100 ms from the start: retention
   deletes its oldest segments all the time;
@@ -55,7 +55,6 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 CRASHES = 50
 NODE_SETTINGS = {
-    "log.segment.bytes": "65536",  # many small segments, node-wide
     "log.retention.check.interval.ms": "100",
     "log.initial.task.delay.ms": "0",  # retention right after every restart, where recovery just ran
     "log.cleaner.backoff.ms": "50",
@@ -63,6 +62,7 @@ NODE_SETTINGS = {
     "offsets.topic.num.partitions": "1",  # the check consumers' group coordinator: not 50 more logs to load
 }
 STREAM, ROLLING, RETAINED, COMPACTED = "stream", "rolling", "retained", "compacted"
+SMALL_SEGMENTS = {"segment.bytes": "65536"}  # many small segments in every topic
 TOPIC_CONFIGS = {
     STREAM: {},
     ROLLING: {"segment.ms": "20"},
@@ -492,7 +492,7 @@ def test_kill_9_at_50_random_points_of_produce_roll_retention_and_compaction(nod
     started = time.monotonic()
     node = node_factory(NODE_SETTINGS)
     admin = AdminClient({"bootstrap.servers": node.bootstrap})  # must outlive its futures
-    futures = admin.create_topics([NewTopic(topic, 1, 1, config=config)
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config={**SMALL_SEGMENTS, **config})
                                    for topic, config in TOPIC_CONFIGS.items()])
     for future in futures.values():
         future.result(15)

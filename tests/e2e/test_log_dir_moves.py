@@ -12,18 +12,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.protocol.errors import ErrorCode
 from tests.e2e.raw_client import RawClient
 
-SETTINGS = {"log.segment.bytes": "65536"}  # several segments per partition
-
 
 def two_dir_node(node_factory, tmp_path, settings=None):
     dirs = [tmp_path / "d1", tmp_path / "d2"]
-    node = node_factory({**SETTINGS, "log.dirs": ",".join(str(d) for d in dirs), **(settings or {})})
+    node = node_factory({"log.dirs": ",".join(str(d) for d in dirs), **(settings or {})})
     return node, dirs
 
 
 def create(node, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, partitions, 1, config={"segment.bytes": "65536"})])[topic].result(15)  # several segments
 
 
 def alter(node, moves: dict[tuple[str, int], str]) -> dict[tuple[str, int], int]:

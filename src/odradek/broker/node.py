@@ -329,7 +329,8 @@ class Node:
         self.quorum.start()
         for listener in self.config.controller_listeners:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.controller_dispatcher,
-                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name)
+                                 max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
+                                 max_idle_ms=self.config["connections.max.idle.ms"])
             await server.start()
             self.controller_servers.append(server)
         if self.is_controller:
@@ -355,11 +356,12 @@ class Node:
         self.transactions = TransactionService(self)
         self.transactions.start()
         dynamic = self.controller.dynamic
-        limits = ConnectionLimits(lambda: (dynamic["max.connections"], dynamic["max.connections.per.ip"]))
+        limits = ConnectionLimits(lambda: (dynamic["max.connections"], dynamic["max.connections.per.ip"],
+                                           dynamic.current.max_connections_per_ip_overrides()))
         for listener in self.config.listeners:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
-                                 limits=limits)
+                                 limits=limits, max_idle_ms=self.config["connections.max.idle.ms"])
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))

@@ -213,12 +213,14 @@ class Controller:
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
             current = len(topic.partitions)
-            if count <= current:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, which is "
-                                 f"higher than or equal to the requested {count}.")
+            if count == current:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            if count < current:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                                 f"partition(s); {count} would not be an increase.")
             if assignments is not None and len(assignments) != count - current:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Increasing the number of partitions by "
-                                 f"{count - current} but {len(assignments)} assignments provided.")
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {count - current} "
+                                 f"additional partition(s), but only {len(assignments)} assignment(s) were specified.")
             replication_factor = len(topic.partitions[0].replicas)
             placed = self._place(count - current, replication_factor,
                                  {current + i: list(r) for i, r in enumerate(assignments or [])}, current)

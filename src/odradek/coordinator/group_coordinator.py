@@ -1228,7 +1228,8 @@ class GroupCoordinator:
                 described.append(_missing_consumer_group(group_id, E.NOT_COORDINATOR))
             elif group is None:
                 error = E.GROUP_ID_NOT_FOUND
-                message = f"Group {group_id} is not a consumer group." if group_id in self.groups else None
+                message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
+                           else f"Group {group_id} not found.")
                 described.append(_missing_consumer_group(group_id, error, message))
             else:
                 described.append(group.describe(now_ms, request.get("include_authorized_operations", False),

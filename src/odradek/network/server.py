@@ -35,6 +35,7 @@ class Connection:
     listener: str
     id: int
     state: dict = field(default_factory=dict)
+    idle_since: float | None = None  # event-loop time since which it waits for a request; None while serving
 
 
 class CloseConnection(Exception):
@@ -50,18 +51,19 @@ class ConnectionLimits:
     """max.connections and max.connections.per.ip, shared by a node's client listeners: a connection past
     either limit is closed as soon as it is accepted. The limits are read at each accept (they are dynamic)."""
 
-    def __init__(self, limits: Callable[[], tuple[int, int]]):
-        self.limits = limits  # () -> (max.connections, max.connections.per.ip)
+    def __init__(self, limits: Callable[[], tuple[int, int, dict[str, int]]]):
+        self.limits = limits  # () -> (max.connections, max.connections.per.ip, its per-address overrides)
         self.total = 0
         self.by_host: dict[str, int] = {}
 
     def admit(self, host: str) -> str | None:
         """Count a new connection from `host`, or say why it is refused."""
-        most, most_per_host = self.limits()
+        most, most_per_host, overrides = self.limits()
+        most_for_host = overrides.get(host, most_per_host)
         if self.total >= most:
             return f"the node already has the configured maximum of {most} connections (max.connections)"
-        if self.by_host.get(host, 0) >= most_per_host:
-            return f"{host} already has the configured maximum of {most_per_host} connections (max.connections.per.ip)"
+        if self.by_host.get(host, 0) >= most_for_host:
+            return f"{host} already has the configured maximum of {most_for_host} connections (max.connections.per.ip)"
         self.total += 1
         self.by_host[host] = self.by_host.get(host, 0) + 1
         return None
@@ -75,7 +77,7 @@ class ConnectionLimits:
 
 class KafkaServer:
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT",
-                 limits: ConnectionLimits | None = None):
+                 limits: ConnectionLimits | None = None, max_idle_ms: int = -1):
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -85,7 +87,10 @@ class KafkaServer:
         self._server_socket: socket.socket | None = None
         self._accept_task: asyncio.Task | None = None
         self._connections: set[asyncio.Task] = set()
+        self._sockets: dict[int, tuple[Connection, socket.socket]] = {}
         self._next_id = 0
+        self.max_idle_ms = max_idle_ms  # connections.max.idle.ms
+        self._idle_task: asyncio.Task | None = None
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -97,8 +102,12 @@ class KafkaServer:
         self.port = sock.getsockname()[1]
         self._server_socket = sock
         self._accept_task = asyncio.create_task(self._accept_loop())
+        if self.max_idle_ms >= 0:
+            self._idle_task = asyncio.create_task(self._close_idle_connections())
 
     async def close(self) -> None:
+        if self._idle_task:
+            self._idle_task.cancel()
         if self._accept_task:
             self._accept_task.cancel()
         if self._server_socket:
@@ -126,14 +135,35 @@ class KafkaServer:
             if self.limits is not None:
                 task.add_done_callback(lambda _, host=address[0]: self.limits.release(host))
 
+    async def _close_idle_connections(self) -> None:
+        """Kafka's connections.max.idle.ms: a connection that has waited that long for its next request is
+        shut down (its serving task then ends as on a client's close)."""
+        loop = asyncio.get_running_loop()
+        max_idle_s = self.max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max(max_idle_s / 4, 0.05), 30))
+            now = loop.time()
+            for connection, sock in list(self._sockets.values()):
+                if connection.idle_since is not None and now - connection.idle_since > max_idle_s:
+                    log.debug("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
+                              connection.peer, self.max_idle_ms)
+                    connection.idle_since = None
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
     async def _serve(self, sock: socket.socket, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
         writer = _ResponseWriter(loop, sock)
         buffer = bytearray()
         start = 0
+        self._sockets[connection.id] = (connection, sock)
         try:
             while True:
+                connection.idle_since = loop.time()
                 chunk = await loop.sock_recv(sock, READ_CHUNK)
+                connection.idle_since = None
                 if not chunk:
                     return
                 if start:
@@ -169,6 +199,7 @@ class KafkaServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", connection.peer)
         finally:
+            del self._sockets[connection.id]
             sock.close()
 
 

@@ -6,12 +6,14 @@ so tools (kafka-acls, MirrorMaker 2's ACL sync) get the error they already handl
 
 from odradek.protocol.errors import ErrorCode
 
+# Kafka's words: DescribeAcls answers with the second, CreateAcls and DeleteAcls with the first.
 NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"
 
 
 def handle_describe_acls(broker, ctx, request: dict) -> dict:
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
-            "resources": []}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
+            "error_message": NO_AUTHORIZER_TO_DESCRIBE, "resources": []}
 
 
 def handle_create_acls(broker, ctx, request: dict) -> dict:

@@ -9,6 +9,7 @@ from odradek.dynamic_config import (
     DEFAULT_CONFIG,
     TOPIC_CONFIG,
     config_text,
+    reconfiguration_problem,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig, topic_config_type
@@ -161,7 +162,7 @@ def handle_incremental_alter_configs(broker, ctx, request: dict) -> dict:
 
 async def _alter(broker, ctx, request: dict, changes_of) -> dict:
     if not from_controller_side(broker, ctx):
-        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
+        return await _check_and_forward(broker, ctx, request, changes_of)
     duplicates = _check_unique(request["resources"])
     responses = []
     for resource in request["resources"]:
@@ -176,6 +177,33 @@ async def _alter(broker, ctx, request: dict, changes_of) -> dict:
             error = exc
         responses.append(_response(resource, error))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _check_and_forward(broker, ctx, request: dict, changes_of) -> dict:
+    """A change of this broker's settings (or of the cluster's defaults) is first checked against what it runs
+    with, as a Kafka broker does; the rest goes to the controller, which stores it."""
+    refused: dict[int, KafkaError] = {}
+    for index, resource in enumerate(request["resources"]):
+        if resource["resource_type"] != BROKER_RESOURCE or resource["resource_name"] not in ("", str(broker.node_id)):
+            continue
+        try:
+            changes = changes_of(resource, _current_overrides(broker, BROKER_RESOURCE, resource["resource_name"]))
+        except KafkaError:
+            continue  # the controller gives the same answer
+        problem = reconfiguration_problem(broker.controller.dynamic.current, changes)
+        if problem is not None:
+            refused[index] = KafkaError(ErrorCode.INVALID_REQUEST, problem)
+    if not refused:
+        return await broker.controller_channel.request(ctx.api_key, ctx.api_version, request)
+    forwarded = [r for index, r in enumerate(request["resources"]) if index not in refused]
+    answers = iter(())
+    if forwarded:
+        answered = await broker.controller_channel.request(ctx.api_key, ctx.api_version,
+                                                          {**request, "resources": forwarded})
+        answers = iter(answered["responses"])
+    return {"throttle_time_ms": 0, "responses": [
+        _response(resource, refused[index]) if index in refused else next(answers)
+        for index, resource in enumerate(request["resources"])]}
 
 
 def _current_overrides(broker, resource_type: int, resource_name: str) -> dict[str, str]:
