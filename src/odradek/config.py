@@ -514,13 +514,13 @@ def _to_text(value: object) -> str:
 
 
 def validate_topic_name(name: str) -> str | None:
-    """None if `name` is a legal topic name, else why not (Kafka's rules)."""
+    """None if `name` is a legal topic name, else why not (Kafka's rules, in its words)."""
     if not name:
-        return "topic name is empty"
+        return "the empty string is not allowed"
     if name in (".", ".."):
-        return "topic name cannot be '.' or '..'"
+        return f"'{name}' is not allowed"
     if len(name) > TOPIC_NAME_MAX_LENGTH:
-        return f"topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters"
+        return f"the length of '{name}' is longer than the max allowed length {TOPIC_NAME_MAX_LENGTH}"
     if not TOPIC_NAME_PATTERN.match(name):
-        return f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     return None

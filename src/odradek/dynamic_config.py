@@ -23,6 +23,9 @@ from odradek.controller.metadata_image import MetadataImage
 
 log = logging.getLogger(__name__)
 
+# Settings Kafka has no default for (a node must set them); Odradek's default is for a quick start only.
+NO_KAFKA_DEFAULT = frozenset({"node.id"})
+
 # DescribeConfigs ConfigSource values
 TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
@@ -94,7 +97,8 @@ class DynamicBrokerConfig:
             chain += [(n, values[n], source) for n in names if n in values]
         for n in names:
             definition = BROKER_CONFIG_BY_NAME.get(n)
-            if definition is not None and definition.default is not None and not definition.dynamic_only:
+            if definition is not None and definition.default is not None and not definition.dynamic_only \
+                    and n not in NO_KAFKA_DEFAULT:
                 chain.append((n, config_text(definition.default), DEFAULT_CONFIG))
         while chain and chain[0][0] != name:
             chain.pop(0)

@@ -54,9 +54,10 @@ class Dispatcher:
         ctx = RequestContext(header.api_key, header.api_version, header.correlation_id, header.client_id, connection)
         if not route.min_version <= header.api_version <= route.max_version:
             if header.api_key == API_VERSIONS_KEY:
-                # KIP-511: answer in v0 with the supported range so the client can retry with a version we know.
-                return self._encode(ctx, 0, {"error_code": ErrorCode.UNSUPPORTED_VERSION,
-                                             "api_keys": self.advertised_versions()})
+                # KIP-511: answer in v0 with ApiVersions' own range (all Kafka sends) so the client retries with
+                # a version this node knows.
+                return self._encode(ctx, 0, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [
+                    v for v in self.advertised_versions() if v["api_key"] == API_VERSIONS_KEY]})
             raise CloseConnection(f"unsupported version {header.api_version} of api key {header.api_key} "
                                   f"(client {header.client_id!r})")
         api = API_BY_KEY[header.api_key]

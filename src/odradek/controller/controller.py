@@ -121,7 +121,7 @@ class Controller:
             self.check_active()
             problem = validate_topic_name(name)
             if problem:
-                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
             if name in self.image.topics:
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             if _collides(name, self.image.topics):
@@ -180,16 +180,16 @@ class Controller:
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
         if num_partitions <= 0:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
         if num_partitions > MAX_PARTITIONS_PER_REQUEST:
             raise KafkaError(ErrorCode.POLICY_VIOLATION, f"Unable to create {num_partitions} partitions at once: "
                              f"at most {MAX_PARTITIONS_PER_REQUEST}.")
         if replication_factor <= 0:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
         live = self.live_brokers
         if replication_factor > len(live):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {replication_factor} time(s): the target replication "
+                             f"Unable to replicate the partition {replication_factor} time(s): The target replication "
                              f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) "
                              "are registered.")
         racks = {b: self.image.brokers[b].rack for b in live}
@@ -202,7 +202,7 @@ class Controller:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             topic = self.image.topics.get(name)
             if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             await self._commit([{"type": "RemoveTopicRecord", "topic_id": uuid_to_text(topic.topic_id), "name": name}])
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
@@ -211,7 +211,7 @@ class Controller:
             self.check_active()
             topic = self.image.topics.get(name)
             if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             current = len(topic.partitions)
             if count == current:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState, Parked
-from odradek.coordinator.consumer_group import ConsumerGroup, record_group_id
+from odradek.coordinator.consumer_group import ALL_GROUP_OPERATIONS, ConsumerGroup, record_group_id
 from odradek.protocol.errors import ErrorCode
 
 __all__ = ["Append", "GroupCoordinator", "OffsetAndMetadata", "Reply"]
@@ -1020,9 +1020,10 @@ class GroupCoordinator:
     def describe_groups(self, now_ms: int, version: int, request: dict) -> dict:
         self._start(now_ms)
         described = []
+        operations = ALL_GROUP_OPERATIONS if request.get("include_authorized_operations") else -(2 ** 31)
         for group_id in request["groups"]:
             entry = {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": "",
-                     "protocol_type": "", "protocol_data": "", "members": []}
+                     "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
             group = self.groups.get(group_id)
             if not self._owns(group_id):
                 entry["error_code"] = int(E.NOT_COORDINATOR)

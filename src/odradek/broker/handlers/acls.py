@@ -6,6 +6,13 @@ so tools (kafka-acls, MirrorMaker 2's ACL sync) get the error they already handl
 
 from odradek.protocol.errors import ErrorCode
 
+# What a client may do, as AclOperation bits, when it asks (authorized_operations fields): everything, since
+# there is no authorizer. Kafka answers the same without one.
+NOT_ASKED_FOR = -2147483648
+ALL_TOPIC_OPERATIONS = 3576  # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+ALL_CLUSTER_OPERATIONS = 8096  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+                               # IDEMPOTENT_WRITE
+
 # Kafka's words: DescribeAcls answers with the second, CreateAcls and DeleteAcls with the first.
 NO_AUTHORIZER = "No Authorizer is configured."
 NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"

@@ -2,9 +2,9 @@
 UnregisterBroker (`kafka-cluster unregister`)."""
 
 from odradek.broker.controller_channel import from_controller_side
+from odradek.broker.handlers.acls import ALL_CLUSTER_OPERATIONS, NOT_ASKED_FOR
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-NO_AUTHORIZED_OPERATIONS = -2147483648
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINTS: "BROKER", CONTROLLER_ENDPOINTS: "CONTROLLER"}
 
@@ -14,7 +14,8 @@ def handle_describe_cluster(broker, ctx, request: dict) -> dict:
     here = CONTROLLER_ENDPOINTS if from_controller_side(broker, ctx) else BROKER_ENDPOINTS
     response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": wanted,
                 "cluster_id": broker.cluster_id, "controller_id": broker.controller_id, "brokers": [],
-                "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+                "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS
+                if request.get("include_cluster_authorized_operations") else NOT_ASKED_FOR}
     if wanted not in _ENDPOINT_NAMES:
         return {**response, "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": BROKER_ENDPOINTS,
                 "error_message": f"Unsupported endpoint type {wanted}", "cluster_id": "", "controller_id": -1}

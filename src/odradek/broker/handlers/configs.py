@@ -96,7 +96,8 @@ def handle_describe_configs(broker, ctx, request: dict) -> dict:
     results = []
     for resource in request["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
-        result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind, "resource_name": name,
+        # Kafka's answers carry an empty message, never a null one, whatever the outcome.
+        result = {"error_code": ErrorCode.NONE, "error_message": "", "resource_type": kind, "resource_name": name,
                   "configs": []}
         keys = None if not keys else set(keys)
         synonyms = request.get("include_synonyms", False)

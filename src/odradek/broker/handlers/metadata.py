@@ -4,10 +4,10 @@ A partition whose log dir is offline on this node has no leader (LEADER_NOT_AVAI
 offline replicas), as Kafka reports it once the controller has moved leadership off a failed dir.
 """
 
+from odradek.broker.handlers.acls import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NOT_ASKED_FOR
 from odradek.config import validate_topic_name
 from odradek.protocol.errors import ErrorCode
 
-NO_AUTHORIZED_OPERATIONS = -2147483648
 ZERO_UUID = bytes(16)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -33,41 +33,43 @@ async def _auto_create_then_describe(broker, ctx, request: dict, missing: list[s
 def _metadata(broker, ctx, request: dict) -> dict:
     image = broker.image
     requested = request.get("topics")
+    operations = ALL_TOPIC_OPERATIONS if request.get("include_topic_authorized_operations") else NOT_ASKED_FOR
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_describe(broker, topic) for topic in image.topics.values()]
+        topics = [_describe(broker, topic, operations) for topic in image.topics.values()]
     else:
         topics = []
         for entry in requested:
             name = entry.get("name")
             if name is None:
                 topic = image.topics_by_id.get(entry.get("topic_id", ZERO_UUID))
-                topics.append(_describe(broker, topic) if topic else _missing(None, ErrorCode.UNKNOWN_TOPIC_ID,
-                                                                       entry.get("topic_id", ZERO_UUID)))
+                topics.append(_describe(broker, topic, operations) if topic else _missing(
+                    None, ErrorCode.UNKNOWN_TOPIC_ID, operations, entry.get("topic_id", ZERO_UUID)))
                 continue
             topic = image.topics.get(name)
             if topic is not None:
-                topics.append(_describe(broker, topic))
+                topics.append(_describe(broker, topic, operations))
             elif validate_topic_name(name) is not None:
-                topics.append(_missing(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                topics.append(_missing(name, ErrorCode.INVALID_TOPIC_EXCEPTION, operations))
             else:
-                topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, operations))
     return {
         "throttle_time_ms": 0,
         "brokers": broker.broker_endpoints(ctx.connection.listener, key="node_id"),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.get("include_cluster_authorized_operations")
+                                          else NOT_ASKED_FOR),
         "error_code": ErrorCode.NONE,
     }
 
 
-def _describe(broker, topic) -> dict:
+def _describe(broker, topic, operations: int) -> dict:
     return {
         "error_code": ErrorCode.NONE, "name": topic.name, "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": [_partition(broker, topic.name, p) for _, p in sorted(topic.partitions.items())],
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "topic_authorized_operations": operations,
     }
 
 
@@ -82,9 +84,9 @@ def _partition(broker, topic_name: str, p) -> dict:
     return described
 
 
-def _missing(name, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict:
+def _missing(name, code: ErrorCode, operations: int, topic_id: bytes = ZERO_UUID) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+            "topic_authorized_operations": operations}
 
 
 def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
@@ -101,7 +103,7 @@ def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
     for name in names:
         topic = image.topics.get(name)
         if topic is None:
-            topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ALL_TOPIC_OPERATIONS))
             continue
         start = cursor["partition_index"] if cursor is not None and name == cursor["topic_name"] else 0
         indexes = [i for i in sorted(topic.partitions) if i >= start]
@@ -110,7 +112,7 @@ def handle_describe_topic_partitions(broker, ctx, request: dict) -> dict:
             break
         shown = indexes[:budget]
         budget -= len(shown)
-        described = _describe(broker, topic)
+        described = _describe(broker, topic, ALL_TOPIC_OPERATIONS)
         described["partitions"] = [_partition(broker, name, topic.partitions[i]) for i in shown]
         topics.append(described)
         if len(shown) < len(indexes):

@@ -1,0 +1,321 @@
+"""Differential tests: one scenario against Kafka 4.0 and against Odradek; a client must see the same.
+
+Each scenario drives a broker with hand-built requests (Odradek's own codec, so every field is visible) and
+returns what a client sees, with what legitimately differs between two brokers (ids, ports, timestamps)
+normalised away. The observations must be equal, except for the scenarios in KNOWN_DIFFERENCES: each is
+documented in docs/compatibility.md, and its test fails once the difference is gone, so the list stays true.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from odradek.protocol.records import build_batch
+from tests.e2e.raw_client import RawClient
+from tests.reference_kafka import requires_reference
+
+pytestmark = requires_reference
+
+COMPATIBILITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+
+# scenario -> why Odradek answers differently (docs/compatibility.md says the same, at more length)
+KNOWN_DIFFERENCES: dict[str, str] = {
+    "produce_bad_records": "a batch over max.message.bytes: Odradek names its size and the limit in error_message, "
+                           "where Kafka sends null",
+    "order_of_described_topic_configs": "Kafka lists a topic's configs in the iteration order of a Java hash map; "
+                                        "Odradek alphabetically",
+}
+
+TOPIC_CONFIG_KEYS = ["cleanup.policy", "compression.type", "max.message.bytes", "min.insync.replicas",
+                     "retention.bytes", "retention.ms", "segment.bytes", "segment.ms", "message.timestamp.type",
+                     "unclean.leader.election.enable"]
+BROKER_CONFIG_KEYS = ["log.retention.hours", "log.retention.ms", "num.partitions", "message.max.bytes",
+                      "log.segment.bytes", "num.io.threads", "node.id", "broker.id", "log.cleaner.threads",
+                      "auto.create.topics.enable", "min.insync.replicas", "compression.type",
+                      "offsets.topic.replication.factor", "no.such.setting"]
+
+
+def connect(target) -> RawClient:
+    return RawClient(target.bootstrap, timeout=30)
+
+
+def create_topics(client: RawClient, topics: list[tuple[str, int, int, dict[str, str]]],
+                  validate_only: bool = False) -> list[tuple]:
+    response = client.request(19, 7, {"topics": [{
+        "name": name, "num_partitions": partitions, "replication_factor": replication, "assignments": [],
+        "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+        for name, partitions, replication, configs in topics], "timeout_ms": 30000, "validate_only": validate_only})
+    return [(t["name"], t["error_code"], t["error_message"]) for t in response["topics"]]
+
+
+def produce(client: RawClient, topic: str, partition: int, values: list[bytes], timestamp_ms: int = 1_700_000_000_000,
+            acks: int = -1) -> dict:
+    records = build_batch([(None, v, []) for v in values], timestamp_ms=timestamp_ms)
+    response = client.request(0, 11, {"transactional_id": None, "acks": acks, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+    answer = response["responses"][0]["partition_responses"][0]
+    return {"error_code": answer["error_code"], "error_message": answer["error_message"],
+            "record_errors": answer["record_errors"]}
+
+
+def without_ids(value):
+    """Topic ids, ports and cluster ids differ between any two brokers; everything else must not."""
+    if isinstance(value, dict):
+        return {k: ("<id>" if k in ("topic_id", "cluster_id") else without_ids(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_ids(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r":\d{4,5}\b", ":<port>", value)
+    if isinstance(value, bytes):
+        return "<id>" if len(value) == 16 else value
+    return value
+
+
+# ------------------------------------------------------------------------------------------- scenarios
+
+def metadata_of_an_unknown_topic(target):
+    with connect(target) as client:
+        response = client.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": "no-such-topic"}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": True})
+    topic = response["topics"][0]
+    return {"error_code": topic["error_code"], "partitions": topic["partitions"], "is_internal": topic["is_internal"],
+            "authorized_operations": topic["topic_authorized_operations"]}
+
+
+def create_topics_with_bad_input(target):
+    with connect(target) as client:
+        return create_topics(client, [
+            ("bad/name", 1, 1, {}),
+            ("zero-partitions", 0, 1, {}),
+            ("too-many-replicas", 1, 3, {}),
+            ("bad-retention", 1, 1, {"retention.ms": "soon"}),
+            ("bad-policy", 1, 1, {"cleanup.policy": "forever"}),
+            ("negative-max-message", 1, 1, {"max.message.bytes": "-1"}),
+            ("unknown-config", 1, 1, {"no.such.config": "1"}),
+            ("tiny-segments", 1, 1, {"segment.bytes": "13"}),
+        ], validate_only=True)
+
+
+def create_a_topic_that_exists(target):
+    with connect(target) as client:
+        first = create_topics(client, [("exists", 2, 1, {})])
+        second = create_topics(client, [("exists", 2, 1, {})])
+    return {"first": first, "second": second}
+
+
+def create_partitions_that_are_no_increase(target):
+    with connect(target) as client:
+        create_topics(client, [("grow", 3, 1, {})])
+        answers = []
+        for count in (2, 3, 4):
+            response = client.request(37, 3, {"topics": [{"name": "grow", "count": count, "assignments": None}],
+                                               "timeout_ms": 30000, "validate_only": True})
+            answers.append([(r["name"], r["error_code"], r["error_message"]) for r in response["results"]])
+        missing = client.request(37, 3, {"topics": [{"name": "no-such-topic", "count": 2, "assignments": None}],
+                                          "timeout_ms": 30000, "validate_only": True})
+        answers.append([(r["name"], r["error_code"], r["error_message"]) for r in missing["results"]])
+    return answers
+
+
+def produce_bad_records(target):
+    with connect(target) as client:
+        create_topics(client, [("small-records", 1, 1, {"max.message.bytes": "1000"})])
+        return {
+            "too large": produce(client, "small-records", 0, [b"x" * 2000]),
+            "fits": produce(client, "small-records", 0, [b"x" * 100]),
+            "unknown partition": produce(client, "small-records", 5, [b"x"]),
+            "unknown topic": produce(client, "no-such-topic", 0, [b"x"]),
+        }
+
+
+def api_versions_of_an_unsupported_version(target):
+    with connect(target) as client:
+        # ApiVersions v99, as a newer client sends it: header v2 (api key, version, correlation id, client id,
+        # no tagged fields), then a body this broker cannot know.
+        client.send_frame(struct.pack(">hhih", 18, 99, 7, 4) + b"diff" + b"\x00" + b"\x05future\x00")
+        frame = client.recv_frame()
+    correlation_id, error_code, count = struct.unpack_from(">ihi", frame, 0)
+    keys = [struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(count)]
+    return {"correlation_id": correlation_id, "error_code": error_code, "api_keys": keys}
+
+
+def describe_topic_configs(target):
+    with connect(target) as client:
+        create_topics(client, [("configured", 1, 1, {"retention.ms": "3600000", "cleanup.policy": "compact",
+                                                      "max.message.bytes": "2000000"})])
+        return describe_configs(client, [(2, "configured", TOPIC_CONFIG_KEYS), (2, "no-such-topic", None)])
+
+
+def describe_broker_configs(target):
+    with connect(target) as client:
+        return describe_configs(client, [(4, "1", BROKER_CONFIG_KEYS), (4, "", None)])
+
+
+def describe_configs(client: RawClient, resources: list[tuple[int, str, list[str] | None]]) -> list[dict]:
+    """Every field of DescribeConfigs v4 but the documentation, for (resource type, name, keys) each."""
+    response = client.request(32, 4, {"resources": [
+        {"resource_type": kind, "resource_name": name, "configuration_keys": keys} for kind, name, keys in resources],
+        "include_synonyms": True, "include_documentation": False})
+    return [{"error_code": r["error_code"], "error_message": r["error_message"],
+             "configs": sorted((c["name"], c["value"], c["read_only"], c["config_source"], c["is_sensitive"],
+                                c["config_type"], [(s["name"], s["value"], s["source"]) for s in c["synonyms"]])
+                               for c in r["configs"])} for r in response["results"]]
+
+
+def list_offsets_by_time(target):
+    with connect(target) as client:
+        create_topics(client, [("timed", 1, 1, {})])
+        for timestamp in (1_000_000, 3_000_000, 2_000_000):
+            produce(client, "timed", 0, [b"a", b"b"], timestamp_ms=timestamp)
+        answers = {}
+        # earliest, latest, max timestamp, then by time: between, equal, after every record
+        for query in (-2, -1, -3, 1_500_000, 2_000_000, 2_500_000, 9_000_000):
+            response = client.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "timed", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                  "timestamp": query}]}]})
+            answer = response["topics"][0]["partitions"][0]
+            answers[query] = (answer["error_code"], answer["timestamp"], answer["offset"])
+        twice = client.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "timed", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": t}
+                                             for t in (-1, -2)]},
+            {"name": "no-such-topic", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                      "timestamp": -1}]}]})
+        answers["a partition twice"] = [[(p["partition_index"], p["error_code"], p["timestamp"], p["offset"])
+                                         for p in t["partitions"]] for t in twice["topics"]]
+    return answers
+
+
+def describe_cluster(target):
+    with connect(target) as client:
+        response = client.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+    return {"error_code": response["error_code"], "error_message": response["error_message"],
+            "endpoint_type": response["endpoint_type"], "controller_id": response["controller_id"],
+            "brokers": [(b["broker_id"], b["host"], b["rack"]) for b in response["brokers"]],
+            "authorized_operations": response["cluster_authorized_operations"]}
+
+
+def describe_topic_partitions(target):
+    with connect(target) as client:
+        create_topics(client, [("described", 2, 1, {})])
+        response = client.request(75, 0, {"topics": [{"name": "described"}, {"name": "no-such-topic"}],
+                                          "response_partition_limit": 2000, "cursor": None})
+    return without_ids(response["topics"])
+
+
+def offsets_of_groups(target):
+    with connect(target) as client:
+        create_topics(client, [("committed", 1, 1, {})])
+        produce(client, "committed", 0, [b"a", b"b", b"c"])
+        coordinator = find_coordinator(client, "committing")
+        commit = until_coordinator_serves(lambda: client.request(8, 8, {
+            "group_id": "committing", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "retention_time_ms": -1, "topics": [
+                {"name": "committed", "partitions": [{"partition_index": 0, "committed_offset": 2,
+                                                      "committed_leader_epoch": -1, "committed_metadata": "m"}]},
+                {"name": "no-such-topic", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                          "committed_leader_epoch": -1, "committed_metadata": None}]}]}),
+            lambda response: [p["error_code"] for t in response["topics"] for p in t["partitions"]])
+        fetched = client.request(9, 8, {"groups": [
+            {"group_id": "committing", "topics": None}, {"group_id": "nobody", "topics": None}],
+            "require_stable": True})
+        described = client.request(15, 5, {"groups": ["committing", "nobody"], "include_authorized_operations": True})
+        listed = client.request(16, 4, {"states_filter": []})
+    # The order of topics and groups in a response carries no meaning: Kafka's differs from the request's.
+    return {
+        "coordinator": (coordinator["error_code"], coordinator["node_id"]),
+        "commit": sorted((t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+                         for t in commit["topics"]),
+        "fetch": [(g["group_id"], g["error_code"], [(t["name"], [(p["partition_index"], p["committed_offset"],
+                                                                  p["metadata"], p["error_code"])
+                                                                 for p in t["partitions"]]) for t in g["topics"]])
+                  for g in fetched["groups"]],
+        "describe": sorted((g["group_id"], g["error_code"], g["group_state"],
+                            g["protocol_type"], g["members"], g["authorized_operations"])
+                           for g in described["groups"]),
+        "list": sorted((g["group_id"], g["protocol_type"], g["group_state"]) for g in listed["groups"]),
+    }
+
+
+def java_tools_describe_a_topic(target, tools):
+    with connect(target) as client:
+        create_topics(client, [("described-by-tools", 2, 1, {"retention.ms": "86400000",
+                                                             "cleanup.policy": "compact,delete"})])
+    bootstrap = ("--bootstrap-server", target.bootstrap)
+    topic = tools.run("kafka-topics", *bootstrap, "--describe", "--topic", "described-by-tools")
+    configs = tools.run("kafka-configs", *bootstrap, "--describe", "--entity-type", "topics",
+                        "--entity-name", "described-by-tools")
+    missing = tools.run("kafka-topics", *bootstrap, "--describe", "--topic", "no-such-topic")
+    groups = tools.run("kafka-consumer-groups", *bootstrap, "--describe", "--group", "no-such-group")
+    return [(r.returncode, sorted_configs(re.sub(r"TopicId: \S+", "TopicId: <id>", r.stdout)),
+             [re.sub(r"^\[[^]]*\] ", "", line) for line in r.stderr.splitlines()[:1]])  # no log time stamp
+            for r in (topic, configs, missing, groups)]
+
+
+def sorted_configs(text: str) -> str:
+    """Kafka lists a topic's configs in a Java hash map's order (see order_of_described_topic_configs)."""
+    return re.sub(r"Configs: (\S*)", lambda m: "Configs: " + ",".join(sorted(re.split(r",(?=[a-z.]+=)", m[1]))),
+                  text)
+
+
+def order_of_described_topic_configs(target):
+    with connect(target) as client:
+        create_topics(client, [("in-order", 1, 1, {})])
+        response = client.request(32, 4, {"resources": [
+            {"resource_type": 2, "resource_name": "in-order", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    return [c["name"] for c in response["results"][0]["configs"]]
+
+
+def until_coordinator_serves(send, error_codes):
+    """send() again while the answer says the coordinator is still loading or moving (Kafka's loads its offsets
+    partition some time after FindCoordinator names it)."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = send()
+        if not set(error_codes(response)) & {14, 15, 16} or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)
+
+
+def find_coordinator(client: RawClient, group: str) -> dict:
+    """The group's coordinator, once there is one (the offsets topic is created by the first request)."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = client.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+        if answer["error_code"] == 0 or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.2)
+
+
+SCENARIOS = {f.__name__: f for f in (
+    metadata_of_an_unknown_topic, create_topics_with_bad_input, create_a_topic_that_exists,
+    create_partitions_that_are_no_increase, produce_bad_records, api_versions_of_an_unsupported_version,
+    describe_topic_configs, describe_broker_configs, list_offsets_by_time, describe_cluster,
+    describe_topic_partitions, offsets_of_groups, order_of_described_topic_configs)}
+
+
+TOOL_SCENARIOS = {f.__name__: f for f in (java_tools_describe_a_topic,)}
+
+
+@pytest.mark.parametrize("name", [*SCENARIOS, *TOOL_SCENARIOS])
+def test_odradek_answers_as_kafka_does(name, kafka, odradek, kafka_tools):
+    if name in TOOL_SCENARIOS:
+        expected, seen = (without_ids(TOOL_SCENARIOS[name](target, kafka_tools)) for target in (kafka, odradek))
+    else:
+        expected, seen = (without_ids(SCENARIOS[name](target)) for target in (kafka, odradek))
+    if name in KNOWN_DIFFERENCES:
+        assert seen != expected, (f"{name} now answers as Kafka does: remove it from KNOWN_DIFFERENCES and from "
+                                  "docs/compatibility.md")
+    else:
+        assert seen == expected, f"{name}:\nKafka:   {expected}\nOdradek: {seen}"
+
+
+def test_every_known_difference_is_documented():
+    documented = COMPATIBILITY_DOC.read_text()
+    assert [name for name in KNOWN_DIFFERENCES if f"`{name}`" not in documented] == []
