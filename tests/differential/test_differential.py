@@ -50,7 +50,25 @@ def create_topics(client: RawClient, topics: list[tuple[str, int, int, dict[str,
         "name": name, "num_partitions": partitions, "replication_factor": replication, "assignments": [],
         "configs": [{"name": k, "value": v} for k, v in configs.items()]}
         for name, partitions, replication, configs in topics], "timeout_ms": 30000, "validate_only": validate_only})
+    created = [t["name"] for t in response["topics"] if t["error_code"] == 0 and not validate_only]
+    if created:
+        wait_for_leaders(client, created)
     return [(t["name"], t["error_code"], t["error_message"]) for t in response["topics"]]
+
+
+def wait_for_leaders(client: RawClient, topics: list[str]) -> None:
+    """A broker learns of a new topic from the metadata log shortly after CreateTopics is answered; a scenario
+    starts once every partition has a leader, as a client would wait."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = client.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": name} for name in topics],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+        if all(t["error_code"] == 0 and t["partitions"] and all(p["leader_id"] >= 0 for p in t["partitions"])
+               for t in response["topics"]):
+            return
+        assert time.monotonic() < deadline, f"no leaders for {topics} after 60 s: {response['topics']}"
+        time.sleep(0.1)
 
 
 def produce(client: RawClient, topic: str, partition: int, values: list[bytes], timestamp_ms: int = 1_700_000_000_000,
@@ -272,6 +290,72 @@ def order_of_described_topic_configs(target):
     return [c["name"] for c in response["results"][0]["configs"]]
 
 
+def metadata_of_a_topic(target):
+    with connect(target) as client:
+        create_topics(client, [("mapped", 3, 1, {})])
+        response = client.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": "mapped"}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+    topics = without_ids(response["topics"])
+    for topic in topics:  # Kafka lists partitions in a hash map's order
+        topic["partitions"].sort(key=lambda p: p["partition_index"])
+    return {"brokers": [(b["node_id"], b["host"], b["rack"]) for b in response["brokers"]],
+            "controller_id": response["controller_id"], "topics": topics}
+
+
+def alter_configs_with_bad_input(target):
+    with connect(target) as client:
+        create_topics(client, [("altered", 1, 1, {})])
+
+        def alter(resource_type: int, name: str, *changes: tuple[str, int, str | None]) -> tuple:
+            response = client.request(44, 1, {"resources": [{
+                "resource_type": resource_type, "resource_name": name, "configs": [
+                    {"name": key, "config_operation": operation, "value": value} for key, operation, value in changes]}],
+                "validate_only": True})
+            answer = response["responses"][0]
+            return answer["error_code"], answer["error_message"]
+
+        set_, delete, append = 0, 1, 2
+        return {
+            "bad value": alter(2, "altered", ("retention.ms", set_, "soon")),
+            "unknown name": alter(2, "altered", ("no.such.config", set_, "1")),
+            "append to a number": alter(2, "altered", ("retention.ms", append, "5")),
+            "delete what is not set": alter(2, "altered", ("retention.ms", delete, None)),
+            "the same name twice": alter(2, "altered", ("retention.ms", set_, "1"), ("retention.ms", set_, "2")),
+            "unknown topic": alter(2, "no-such-topic", ("retention.ms", set_, "1")),
+            "broker value out of range": alter(4, "1", ("message.max.bytes", set_, "-5")),
+            "broker setting not dynamic": alter(4, "1", ("num.partitions", set_, "3")),
+            "unknown broker": alter(4, "7", ("log.retention.ms", set_, "1")),
+        }
+
+
+def delete_topics_that_do_not_exist(target):
+    with connect(target) as client:
+        response = client.request(20, 6, {"topics": [{"name": "no-such-topic", "topic_id": bytes(16)},
+                                                     {"name": None, "topic_id": b"\x01" * 16}],
+                                          "timeout_ms": 30000})
+    return sorted((r["name"] or "", r["error_code"], r["error_message"]) for r in response["responses"])
+
+
+def fetch_out_of_range(target):
+    with connect(target) as client:
+        create_topics(client, [("fetched", 1, 1, {})])
+        produce(client, "fetched", 0, [b"a", b"b"])
+        answers = []
+        for offset in (1, 2, 3, -1):
+            response = client.request(1, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": "fetched", "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            answer = response["responses"][0]["partitions"][0]
+            answers.append({k: answer[k] for k in ("error_code", "high_watermark", "last_stable_offset",
+                                                   "log_start_offset", "aborted_transactions",
+                                                   "preferred_read_replica")} | {"records": len(answer["records"] or b"")})
+    return answers
+
+
 def until_coordinator_serves(send, error_codes):
     """send() again while the answer says the coordinator is still loading or moving (Kafka's loads its offsets
     partition some time after FindCoordinator names it)."""
@@ -297,7 +381,8 @@ SCENARIOS = {f.__name__: f for f in (
     metadata_of_an_unknown_topic, create_topics_with_bad_input, create_a_topic_that_exists,
     create_partitions_that_are_no_increase, produce_bad_records, api_versions_of_an_unsupported_version,
     describe_topic_configs, describe_broker_configs, list_offsets_by_time, describe_cluster,
-    describe_topic_partitions, offsets_of_groups, order_of_described_topic_configs)}
+    describe_topic_partitions, offsets_of_groups, order_of_described_topic_configs, metadata_of_a_topic,
+    alter_configs_with_bad_input, delete_topics_that_do_not_exist, fetch_out_of_range)}
 
 
 TOOL_SCENARIOS = {f.__name__: f for f in (java_tools_describe_a_topic,)}

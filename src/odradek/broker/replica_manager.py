@@ -273,7 +273,7 @@ class ReplicaManager:
             except OSError as exc:
                 raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
-            return self._failed_read(topic, index, exc)
+            return FetchRead(exc.code)  # as Kafka: a consumer gets no offsets with an error
         aborted = None
         if read_committed:
             aborted = log_.aborted_transactions(fetch_offset, limit) if region is not None else []
@@ -281,6 +281,8 @@ class ReplicaManager:
                          aborted_transactions=aborted)
 
     def _failed_read(self, topic: str, index: int, exc: KafkaError) -> FetchRead:
+        """A follower's failed fetch still carries the leader's offsets: on OFFSET_OUT_OF_RANGE it truncates to
+        them (Kafka's followers ask with ListOffsets instead)."""
         partition = self.partitions.get((topic, index))
         if partition is None or exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
             return FetchRead(exc.code)

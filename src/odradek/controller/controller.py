@@ -202,7 +202,7 @@ class Controller:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             topic = self.image.topics.get(name)
             if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
             await self._commit([{"type": "RemoveTopicRecord", "topic_id": uuid_to_text(topic.topic_id), "name": name}])
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
@@ -238,7 +238,7 @@ class Controller:
             if resource_type == TOPIC_RESOURCE:
                 topic = self.image.topics.get(resource_name)
                 if topic is None:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist.")
                 merged = {**topic.configs, **changes}
                 self.validate_topic_configs({k: v for k, v in merged.items() if v is not None})
             elif resource_type == BROKER_RESOURCE:

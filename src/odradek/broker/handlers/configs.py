@@ -185,7 +185,11 @@ async def _check_and_forward(broker, ctx, request: dict, changes_of) -> dict:
     with, as a Kafka broker does; the rest goes to the controller, which stores it."""
     refused: dict[int, KafkaError] = {}
     for index, resource in enumerate(request["resources"]):
-        if resource["resource_type"] != BROKER_RESOURCE or resource["resource_name"] not in ("", str(broker.node_id)):
+        if resource["resource_type"] != BROKER_RESOURCE:
+            continue
+        if resource["resource_name"] not in ("", str(broker.node_id)):  # Kafka's admin client sends it to that node
+            refused[index] = KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
+                                        f"{broker.node_id}, but received {resource['resource_name']}")
             continue
         try:
             changes = changes_of(resource, _current_overrides(broker, BROKER_RESOURCE, resource["resource_name"]))
@@ -212,7 +216,7 @@ def _current_overrides(broker, resource_type: int, resource_name: str) -> dict[s
     if resource_type == TOPIC_RESOURCE:
         topic = image.topics.get(resource_name)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist.")
         return dict(topic.configs)
     if resource_type == BROKER_RESOURCE:
         return dict(image.broker_configs.get(resource_name, {}))
@@ -235,7 +239,8 @@ def _apply_operation(broker, resource_type: int, config: dict, current: dict[str
             definition = BROKER_CONFIG_BY_NAME.get(name)
             kind, default = (definition.type, config_text(definition.default)) if definition else (None, None)
         if kind != "list":
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key {name}")
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if operation == APPEND else 'SUBTRACT'} to "
+                                                       f"key {name} because its type is not LIST.")
         base = current.get(name) or default or ""
         items = [item for item in base.split(",") if item]
         values = [item.strip() for item in (value or "").split(",") if item.strip()]

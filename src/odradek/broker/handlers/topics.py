@@ -72,7 +72,7 @@ async def handle_delete_topics(broker, ctx, request: dict) -> dict:
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                 name = response["name"] = topic.name
             topic = image.topics.get(name)
             if topic is not None:
