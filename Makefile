@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pyspark 4.0.x for Spark 4.0's own Kafka connector (tests/spark_kafka_connector): its jars fail under pyspark 4.3.
+SPARK40_VENV := .venv-spark40
 PORT ?= 9092
 DATA ?= ./data
 
@@ -18,6 +20,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
+
+$(SPARK40_VENV)/.installed:
+	$(PYTHON) -m venv $(SPARK40_VENV)
+	$(SPARK40_VENV)/bin/python -m pip install -q 'pyspark==4.0.*'
+	touch $@
 
 # Debian packages the tests need: kcat (the librdkafka command-line client) and a Java 17+ runtime for Spark.
 system-deps:
@@ -36,7 +43,7 @@ run: $(VENV)/.installed
 	@echo "Ctrl-C stops the node."
 	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
 
-test: $(VENV)/.installed-dev system-deps
+test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps
 	$(BIN)/python -m pytest -q
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
@@ -61,4 +68,4 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SPARK40_VENV) build *.egg-info .pytest_cache .hypothesis
