@@ -205,6 +205,7 @@ class ProxiedCluster:
                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p['client']},"
                                         f"REPLICATION://127.0.0.1:{p['replication proxy']}",
                 "inter.broker.listener.name": "REPLICATION",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "controller.listener.names": "CONTROLLER",
                 "controller.quorum.voters": voters,
                 **FAST_CLUSTER_SETTINGS, **(settings or {}),

@@ -56,13 +56,19 @@ def read_all(node, topic: str, timeout: float = 20.0) -> list[tuple[bytes, bytes
 
 
 def records_on_disk(node, topic: str) -> int:
+    """Records in the partition's segment files; the cleaner may swap a segment while they are read (its
+    file is then gone), so the count is taken again until one pass reads every file it listed."""
     directory = os.path.join(node.data_dir, f"{topic}-0")
-    count = 0
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".log"):
-            with open(os.path.join(directory, name), "rb") as f:
-                count += sum(len(recs) for _, recs in decode_batches(f.read()))
-    return count
+    while True:
+        count = 0
+        try:
+            for name in sorted(os.listdir(directory)):
+                if name.endswith(".log"):
+                    with open(os.path.join(directory, name), "rb") as f:
+                        count += sum(len(recs) for _, recs in decode_batches(f.read()))
+        except FileNotFoundError:
+            continue
+        return count
 
 
 def wait_until(condition, timeout: float, what: str):
