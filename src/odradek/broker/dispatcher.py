@@ -1,7 +1,8 @@
 """Request dispatch: parse the header, check the version, decode, call the API's handler, encode the response.
 
-A handler is `handle(ctx, request) -> dict | Awaitable[dict] | None` registered with the version range the
-broker supports; None means no response (Produce with acks=0).
+A handler is `handle(ctx, request) -> dict | Awaitable[dict] | Deferred | None` registered with the version
+range the broker supports; None means no response (Produce with acks=0), a Deferred an answer that waits
+while the connection goes on (network/server.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from odradek.broker.request_context import RequestContext
-from odradek.network.server import CloseConnection, Connection
+from odradek.network.server import CloseConnection, Connection, Deferred
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import encode_response_header, parse_request_header
 from odradek.protocol.messages import API_BY_KEY
@@ -72,6 +73,8 @@ class Dispatcher:
             log.exception("%s v%d request failed (correlation id %d, client %r)", api.name, header.api_version,
                           header.correlation_id, header.client_id)
             raise CloseConnection("internal error while handling the request") from None
+        if isinstance(result, Deferred):
+            return Deferred(self._finish(ctx, result.awaitable))
         if inspect.isawaitable(result):
             return self._finish(ctx, result)
         return None if result is None else self._encode(ctx, header.api_version, result)

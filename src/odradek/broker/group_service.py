@@ -162,8 +162,8 @@ class GroupService:
         return await self._replicated(waits) and ok
 
     async def _replicated(self, waits: list) -> bool:
-        errors = await asyncio.gather(*(self.node.replicas.wait_for_replication(
-            OFFSETS_TOPIC, partition, last_offset, epoch, COMMIT_TIMEOUT_S) for partition, last_offset, epoch in waits))
+        errors = await self.node.replicas.wait_for_replication_of(
+            [(OFFSETS_TOPIC, partition, last_offset, epoch) for partition, last_offset, epoch in waits], COMMIT_TIMEOUT_S)
         return all(error == ErrorCode.NONE for error in errors)
 
     def _append(self, append: Append) -> tuple[bool, tuple[int, int, int] | None]:

@@ -237,24 +237,39 @@ class ReplicaManager:
         state = partition.log.producer_state
         return state.start_verification(producer_id) if state.needs_verification(producer_id) else None
 
+    def replication_outcome(self, topic: str, index: int, last_offset: int, leader_epoch: int) -> ErrorCode | None:
+        """acks=all: how a batch ending at `last_offset`, written in `leader_epoch`, stands now: NONE once the
+        high watermark has passed it, an error once it cannot, None while it waits for the in-sync replicas."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader or partition.leader_epoch != leader_epoch \
+                or self.log_manager.is_offline(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.log.high_watermark > last_offset:
+            if len(partition.isr) < partition.log.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None
+
     async def wait_for_replication(self, topic: str, index: int, last_offset: int, leader_epoch: int,
                                    timeout_s: float) -> ErrorCode:
         """acks=all: wait until the high watermark passes `last_offset` in the epoch it was written in."""
-        key = (topic, index)
+        (error,) = await self.wait_for_replication_of([(topic, index, last_offset, leader_epoch)], timeout_s)
+        return error
+
+    async def wait_for_replication_of(self, batches: list[tuple[str, int, int, int]],
+                                      timeout_s: float) -> list[ErrorCode]:
+        """wait_for_replication for several (topic, index, last offset, leader epoch) at once, in one task."""
+        outcomes = [self.replication_outcome(*batch) for batch in batches]
         deadline = time.monotonic() + timeout_s
-        while True:
-            partition = self.partitions.get(key)
-            if partition is None or not partition.is_leader or partition.leader_epoch != leader_epoch \
-                    or self.log_manager.is_offline(topic, index):
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if partition.log.high_watermark > last_offset:
-                if len(partition.isr) < partition.log.config.min_insync_replicas:
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
+        while None in outcomes:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return ErrorCode.REQUEST_TIMED_OUT
-            await self.wait_for_data([key], remaining)
+                return [ErrorCode.REQUEST_TIMED_OUT if outcome is None else outcome for outcome in outcomes]
+            await self.wait_for_data([(topic, index) for (topic, index, *_), outcome in zip(batches, outcomes, strict=True)
+                                      if outcome is None], remaining)
+            outcomes = [self.replication_outcome(*batch) if outcome is None else outcome
+                        for batch, outcome in zip(batches, outcomes, strict=True)]
+        return outcomes
 
     # fetch
 

@@ -2,14 +2,19 @@
 
 Each connection is served by one task that reads size-prefixed frames, hands each to the dispatcher and
 writes the responses in request order, as Kafka does. Responses of requests answered at once are
-coalesced into one write; a handler that has to wait (long-poll fetch, acks=all) first flushes what is
-pending. Record data of fetch responses (FileRegion parts) goes from the segment file to the socket with
-os.sendfile.
+coalesced into one write; a handler that has to wait (long-poll fetch, a transaction check) first flushes
+what is pending, and the next request is read once it has been answered. One kind of waiting response is
+pipelined: a Deferred, a request that has taken effect and only waits to be answered (a produce with
+acks=all waiting for the in-sync replicas). Further produce requests are handled meanwhile, so a client
+that pipelines acks=all produce requests (librdkafka, not idempotent) is not held to one replication
+round trip per request; any other request waits until the deferred responses before it are written.
+Record data of fetch responses (FileRegion parts) goes from the segment file to the socket with os.sendfile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import os
@@ -23,8 +28,11 @@ from odradek.protocol.file_region import FileRegion
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_SIZE_API_KEY = struct.Struct(">h")
 READ_CHUNK = 256 * 1024
 FLUSH_THRESHOLD = 1024 * 1024
+PRODUCE_API_KEY = 0  # the only requests handled while deferred responses are pending
+MAX_DEFERRED = 1000  # pending deferred responses per connection before the next request waits for the oldest
 
 
 @dataclass
@@ -42,9 +50,19 @@ class CloseConnection(Exception):
     """Raised by the dispatcher for a request that cannot be answered: the connection is closed."""
 
 
-# dispatch(connection, frame) -> list of response parts (bytes | FileRegion), an awaitable of it, or None
-# for a request that gets no response (Produce with acks=0). The size prefix is added here.
-Dispatch = Callable[[Connection, bytearray], "list | Awaitable[list] | None"]
+class Deferred:
+    """The answer to a request that has already taken effect and only waits to be told (acks=all waiting for
+    the in-sync replicas): the connection goes on handling produce requests while it waits."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable):
+        self.awaitable = awaitable
+
+
+# dispatch(connection, frame) -> list of response parts (bytes | FileRegion), an awaitable of it, a Deferred
+# of it, or None for a request that gets no response (Produce with acks=0). The size prefix is added here.
+Dispatch = Callable[[Connection, bytearray], "list | Awaitable[list] | Deferred | None"]
 
 
 class ConnectionLimits:
@@ -155,7 +173,7 @@ class KafkaServer:
 
     async def _serve(self, sock: socket.socket, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
-        writer = _ResponseWriter(loop, sock)
+        writer = _ResponseWriter(loop, sock, connection)
         buffer = bytearray()
         start = 0
         self._sockets[connection.id] = (connection, sock)
@@ -183,12 +201,20 @@ class KafkaServer:
                         buffer += await _recv_exactly(loop, sock, end - len(buffer))
                     frame = buffer[start + 4:end]
                     start = end
+                    if writer.deferred and (_SIZE_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
+                                            or writer.deferred >= MAX_DEFERRED):
+                        await writer.drain()
                     result = self.dispatch(connection, frame)
+                    if isinstance(result, Deferred):
+                        writer.add_deferred(loop.create_task(result.awaitable))
+                        continue
                     if inspect.isawaitable(result):
                         await writer.flush()
                         result = await result
                     if result is not None:
-                        await writer.add(result)
+                        writer.add(result)
+                        if writer.pending_size >= FLUSH_THRESHOLD or writer.has_region:
+                            await writer.flush()
                 await writer.flush()
         except CloseConnection as exc:
             log.warning("closing connection from %s: %s", connection.peer, exc)
@@ -199,6 +225,7 @@ class KafkaServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", connection.peer)
         finally:
+            writer.abandon()
             del self._sockets[connection.id]
             sock.close()
 
@@ -216,35 +243,105 @@ async def _recv_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, co
 
 
 class _ResponseWriter:
-    """Queues response bytes and writes them in order; FileRegions go out with os.sendfile."""
+    """Writes responses in request order, coalescing those that are ready into one write; a deferred
+    response holds back those after it until it is ready. FileRegions go out with os.sendfile."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket):
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, connection: Connection):
         self.loop = loop
         self.sock = sock
-        self.pending: list[bytes] = []
+        self.connection = connection
+        self.entries: collections.deque = collections.deque()  # response parts, or a Task of them (deferred)
+        self.deferred = 0  # tasks among the entries
         self.pending_size = 0
+        self.has_region = False
+        self._lock = asyncio.Lock()  # the serving task and a finished deferred response both flush
 
-    async def add(self, parts: list) -> None:
-        size = 0
-        for part in parts:
-            size += part.size if isinstance(part, FileRegion) else len(part)
-        self.pending.append(_SIZE.pack(size))
+    def add(self, parts: list) -> None:
+        self.entries.append(parts)
         for part in parts:
             if isinstance(part, FileRegion):
-                await self.flush()
-                await self._sendfile(part)
+                self.has_region = True
             else:
-                self.pending.append(part)
                 self.pending_size += len(part)
-        if self.pending_size >= FLUSH_THRESHOLD:
+
+    def add_deferred(self, task: asyncio.Task) -> None:
+        self.entries.append(task)
+        self.deferred += 1
+        task.add_done_callback(self._deferred_done)
+
+    def _deferred_done(self, task: asyncio.Task) -> None:
+        if self.entries and self.entries[0] is task:
+            self.loop.create_task(self._flush_from_callback())
+
+    async def _flush_from_callback(self) -> None:
+        try:
+            await self.flush()
+        except CloseConnection as exc:
+            log.warning("closing connection from %s: %s", self.connection.peer, exc)
+            self._shut_down()
+        except (ConnectionError, OSError):
+            self._shut_down()
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", self.connection.peer)
+            self._shut_down()
+
+    def _shut_down(self) -> None:
+        """Ends the serving task, which is waiting for the next request, as a client's close would."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    async def drain(self) -> None:
+        """Wait until every deferred response has been written."""
+        while self.deferred:
+            oldest = next(entry for entry in self.entries if isinstance(entry, asyncio.Task))
+            await asyncio.wait([oldest])
             await self.flush()
 
     async def flush(self) -> None:
-        if self.pending:
-            data = b"".join(self.pending)
-            self.pending.clear()
+        """Write the responses that are ready, from the oldest up to the first deferred one still waiting."""
+        async with self._lock:
+            out: list = []
+            while self.entries:
+                head = self.entries[0]
+                if isinstance(head, asyncio.Task):
+                    if not head.done():
+                        break
+                    self.entries.popleft()
+                    self.deferred -= 1
+                    parts = head.result()  # CloseConnection from the handler ends the connection
+                    if parts is None:
+                        continue
+                else:
+                    parts = self.entries.popleft()
+                size = 0
+                for part in parts:
+                    size += part.size if isinstance(part, FileRegion) else len(part)
+                out.append(_SIZE.pack(size))
+                for part in parts:
+                    if isinstance(part, FileRegion):
+                        await self._send(out)
+                        await self._sendfile(part)
+                    else:
+                        out.append(part)
             self.pending_size = 0
+            self.has_region = False
+            await self._send(out)
+
+    async def _send(self, out: list) -> None:
+        if out:
+            data = b"".join(out)
+            out.clear()
             await self.loop.sock_sendall(self.sock, data)
+
+    def abandon(self) -> None:
+        """The connection is closing: deferred responses still waiting will not be written."""
+        for entry in self.entries:
+            if isinstance(entry, asyncio.Task):
+                entry.cancel()
+        self.entries.clear()
+        self.deferred = 0
 
     async def _sendfile(self, region: FileRegion) -> None:
         position, remaining = region.position, region.size

@@ -4,8 +4,6 @@ AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions) and the partiti
 
 from __future__ import annotations
 
-import asyncio
-
 from odradek.broker.group_service import OFFSETS_TOPIC
 from odradek.broker.replica_manager import now_ms
 from odradek.coordinator.transactions import STATE_BY_DISPLAY
@@ -172,9 +170,7 @@ async def write_markers(broker, request: dict) -> dict:
                     waits.append((answer, topic["name"], index, result.last_offset, result.leader_epoch))
                 parts.append(answer)
             topics.append({"name": topic["name"], "partitions": parts})
-        errors = await asyncio.gather(*(broker.replicas.wait_for_replication(name, index, last, epoch,
-                                                                             MARKER_TIMEOUT_S)
-                                        for _, name, index, last, epoch in waits))
+        errors = await broker.replicas.wait_for_replication_of([wait[1:] for wait in waits], MARKER_TIMEOUT_S)
         for (answer, name, index, _, _), error in zip(waits, errors, strict=True):
             answer["error_code"] = error
             if error == ErrorCode.NONE and name == OFFSETS_TOPIC and broker.groups is not None:
