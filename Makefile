@@ -60,9 +60,11 @@ bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/throughput.py --load-generator rdkafka --value-bytes 100 --partitions 4
 	$(BIN)/python benchmarks/latency.py
+	$(BIN)/python benchmarks/small_requests.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py
 	$(BIN)/python benchmarks/profile.py
+	$(BIN)/python benchmarks/profile.py --small-requests 5000
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests

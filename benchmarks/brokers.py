@@ -174,6 +174,21 @@ class Kafka(Broker):
             shutil.rmtree(self.data, ignore_errors=True)
 
 
+def settle(brokers, quiet_share: float = 0.1, window_s: float = 0.5, at_most_s: float = 20.0) -> None:
+    """Wait until the brokers together use less than `quiet_share` of a core (a JVM compiles and collects for a
+    while after a load), and the previous run's dirty pages are written back: each run starts on a quiet
+    machine, whichever broker ran before it."""
+    os.sync()
+    deadline = time.monotonic() + at_most_s
+    before = sum(b.cpu_seconds() for b in brokers)
+    while time.monotonic() < deadline:
+        time.sleep(window_s)
+        after = sum(b.cpu_seconds() for b in brokers)
+        if after - before < quiet_share * window_s:
+            return
+        before = after
+
+
 def reference_available() -> bool:
     return os.path.exists(os.path.join(Kafka.REFERENCE, "kafka-reference")) and shutil.which("java") is not None
 

@@ -8,8 +8,8 @@ rate, each carrying its send time, while its consumer thread reads them as they 
 and records arrival minus send time; the first second is warm-up and not counted. A producer is `plain`
 (librdkafka's default: not idempotent, so it pipelines up to a million requests per connection) or
 `idempotent` (at most 5 requests in flight), with linger.ms 0 or 5. All brokers run at once, each on a fresh
-topic per run, and the runs are interleaved (broker A, broker B, A, B, ...), so a disturbance of the machine
-hits all of them alike. Before measuring, every broker takes one unmeasured run (Kafka's JVM compiles its
+topic per run, and the runs are interleaved (broker A, broker B, A, B, ...), each starting once all brokers
+are quiet, so a disturbance of the machine hits all of them alike. Before measuring, every broker takes one unmeasured run (Kafka's JVM compiles its
 hot paths then). Reports medians over --runs of each percentile and of the rate achieved, and p99 as a ratio
 to the last broker listed (Kafka by default; below 1 is faster).
 """
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import uuid
 
-from brokers import BROKERS, Broker, reference_available
+from brokers import BROKERS, Broker, reference_available, settle
 from throughput import RDKAFKA_LOAD, create_topic
 
 PRODUCERS = {
@@ -32,12 +32,14 @@ PRODUCERS = {
 }
 
 
-def one_run(bootstrap: str, rate: int, seconds: float, value_bytes: int, producer: str) -> tuple[float, ...] | str:
-    """(achieved records/s, p50, p99, p99.9, max ms), or why the run failed."""
+def one_run(bootstrap: str, rate: int, seconds: float, value_bytes: int, producer: str,
+            brokers) -> tuple[float, ...] | str:
+    """(achieved records/s, p50, p99, p99.9, max ms), or why the run failed; it starts once `brokers` are quiet."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1)
+    settle(brokers)
     run = subprocess.run([RDKAFKA_LOAD, "latency", bootstrap, topic, str(rate), str(seconds), str(value_bytes),
-                          *PRODUCERS[producer]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          *PRODUCERS[producer]], capture_output=True, text=True,
                          timeout=seconds + 300)
     if run.returncode != 0:
         return run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit code {run.returncode}"
@@ -63,7 +65,7 @@ def main() -> None:
         for name in args.brokers:
             brokers[name] = BROKERS[name]()
         for broker in brokers.values():  # warm-up, not measured
-            one_run(broker.bootstrap, 10000, args.seconds, args.value_bytes, "plain-0")
+            one_run(broker.bootstrap, 10000, args.seconds, args.value_bytes, "plain-0", brokers.values())
         base = args.brokers[-1]
         print(f"acks=all, one partition, {args.value_bytes} B records, {args.seconds:g} s per run after 1 s of "
               f"warm-up, median of {args.runs} interleaved runs; x = p99 / {base}'s p99")
@@ -75,7 +77,8 @@ def main() -> None:
                 runs = {name: [] for name in brokers}
                 for _ in range(args.runs):
                     for name, broker in brokers.items():
-                        runs[name].append(one_run(broker.bootstrap, rate, args.seconds, args.value_bytes, producer))
+                        runs[name].append(one_run(broker.bootstrap, rate, args.seconds, args.value_bytes, producer,
+                                                  brokers.values()))
                 medians = {}
                 for name, results in runs.items():
                     good = [r for r in results if not isinstance(r, str)]

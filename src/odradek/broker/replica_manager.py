@@ -473,14 +473,16 @@ class ReplicaManager:
         """Return after an append to, or a high watermark move of, any of `keys`, or after the timeout."""
         if timeout_s <= 0:
             return
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         for key in keys:
             self._waiters[key].add(future)
+        # a plain timer rather than asyncio.wait_for: a woken waiter resumes one turn of the event loop sooner
+        timer = loop.call_later(timeout_s, _resolve, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 waiters = self._waiters.get(key)
                 if waiters is not None:
@@ -492,8 +494,7 @@ class ReplicaManager:
         waiters = self._waiters.pop(key, None)
         if waiters:
             for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+                _resolve(future)
 
     # offsets
 
@@ -535,3 +536,8 @@ class ReplicaManager:
             return log_.delete_records_before(offset)
         except OSError as exc:
             raise self._storage_failed(partition, exc) from exc
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
