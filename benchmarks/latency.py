@@ -21,7 +21,7 @@ import subprocess
 import sys
 import uuid
 
-from brokers import BROKERS, Broker, reference_available, settle
+from brokers import BROKERS, running, settle
 from throughput import RDKAFKA_LOAD, create_topic
 
 PRODUCERS = {
@@ -57,13 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     if not os.path.exists(RDKAFKA_LOAD):
         sys.exit("benchmarks/rdkafka_load is missing: `make bench` builds it")
-    if "kafka" in args.brokers and not reference_available():
-        sys.exit("the reference Kafka broker needs ../shared/reference and java")
 
-    brokers: dict[str, Broker] = {}
-    try:
-        for name in args.brokers:
-            brokers[name] = BROKERS[name]()
+    with running(args.brokers) as brokers:
         for broker in brokers.values():  # warm-up, not measured
             one_run(broker.bootstrap, 10000, args.seconds, args.value_bytes, "plain-0", brokers.values())
         base = args.brokers[-1]
@@ -93,9 +88,6 @@ def main() -> None:
                     ratio = f"{p99 / medians[base][2]:.2f}" if base in medians else ""
                     print(f"| {producer} | {rate:,} | {name} | {achieved:,.0f} | {p50:.2f} | {p99:.2f} | {p999:.2f} "
                           f"| {worst:.2f} | {ratio} |", flush=True)
-    finally:
-        for broker in brokers.values():
-            broker.stop()
 
 
 if __name__ == "__main__":

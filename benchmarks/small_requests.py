@@ -18,7 +18,7 @@ import subprocess
 import sys
 import uuid
 
-from brokers import BROKERS, Broker, reference_available, settle
+from brokers import BROKERS, running, settle
 from throughput import RDKAFKA_LOAD, create_topic
 
 ONE_RECORD_PER_REQUEST = ["linger.ms=0", "batch.num.messages=1"]
@@ -54,22 +54,14 @@ def main() -> None:
     args = parser.parse_args()
     if not os.path.exists(RDKAFKA_LOAD):
         sys.exit("benchmarks/rdkafka_load is missing: `make bench` builds it")
-    if "kafka" in args.brokers and not reference_available():
-        sys.exit("the reference Kafka broker needs ../shared/reference and java")
 
-    brokers: dict[str, Broker] = {}
-    try:
-        for name in args.brokers:
-            brokers[name] = BROKERS[name]()
+    with running(args.brokers) as brokers:
         for broker in brokers.values():  # warm-up, not measured
             one_round(broker.bootstrap, args.records, brokers.values())
         rounds = {name: [] for name in brokers}
         for _ in range(args.runs):
             for name, broker in brokers.items():
                 rounds[name].append(one_round(broker.bootstrap, args.records, brokers.values()))
-    finally:
-        for broker in brokers.values():
-            broker.stop()
 
     base = args.brokers[-1]
     medians = {name: {row: statistics.median(r[row] for r in results) for row in results[0]}
