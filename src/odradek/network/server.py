@@ -28,7 +28,7 @@ from odradek.protocol.file_region import FileRegion
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_SIZE_API_KEY = struct.Struct(">h")
+_API_KEY = struct.Struct(">h")
 READ_CHUNK = 256 * 1024
 FLUSH_THRESHOLD = 1024 * 1024
 PRODUCE_API_KEY = 0  # the only requests handled while deferred responses are pending
@@ -201,7 +201,7 @@ class KafkaServer:
                         buffer += await _recv_exactly(loop, sock, end - len(buffer))
                     frame = buffer[start + 4:end]
                     start = end
-                    if writer.deferred and (_SIZE_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
+                    if writer.deferred and (_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
                                             or writer.deferred >= MAX_DEFERRED):
                         await writer.drain()
                     result = self.dispatch(connection, frame)
@@ -334,6 +334,8 @@ class _ResponseWriter:
             data = b"".join(out)
             out.clear()
             await self.loop.sock_sendall(self.sock, data)
+            if self.connection.idle_since is not None:  # a deferred answer written: activity, as Kafka counts it
+                self.connection.idle_since = self.loop.time()
 
     def abandon(self) -> None:
         """The connection is closing: deferred responses still waiting will not be written."""
