@@ -44,6 +44,7 @@ class Connection:
     id: int
     state: dict = field(default_factory=dict)
     idle_since: float | None = None  # event-loop time since which it waits for a request; None while serving
+    closed_for_idleness: bool = False  # a request that arrives after this is never handled
 
 
 class CloseConnection(Exception):
@@ -166,6 +167,7 @@ class KafkaServer:
                     log.debug("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                               connection.peer, self.max_idle_ms)
                     connection.idle_since = None
+                    connection.closed_for_idleness = True
                     try:
                         sock.shutdown(socket.SHUT_RDWR)
                     except OSError:
@@ -182,7 +184,10 @@ class KafkaServer:
                 connection.idle_since = loop.time()
                 chunk = await loop.sock_recv(sock, READ_CHUNK)
                 connection.idle_since = None
-                if not chunk:
+                # A request that reached the socket just as the connection was closed for idleness can still be
+                # read, but its answer cannot be written: handling it would apply it unacknowledged (a retried
+                # produce would be written twice).
+                if not chunk or connection.closed_for_idleness:
                     return
                 if start:
                     del buffer[:start]
