@@ -133,7 +133,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("max.connections", "int", 2147483647, "Client connections this node accepts on its client listeners; more are closed at once.", read_only=False),
     ConfigDef("max.connections.per.ip", "int", 2147483647, "Client connections this node accepts from one address; more are closed at once.", read_only=False),
     ConfigDef("max.connections.per.ip.overrides", "string", "", "Per-address exceptions to max.connections.per.ip, as host:count entries (a host name stands for its address).", read_only=False),
-    ConfigDef("connections.max.idle.ms", "long", 600000, "A client connection with no request for this long is closed; -1: never."),
+    ConfigDef("connections.max.idle.ms", "long", 600000,
+              "A client connection with no request (and no answer written) for this long is closed, and a request "
+              "that reaches it as it closes is not handled; -1: never."),
     ConfigDef("num.network.threads", "int", 3, "Kafka's network thread count; a node is one asyncio thread, so it is only described.", read_only=False),
     ConfigDef("num.io.threads", "int", 8, "Kafka's request handler thread count; a node is one asyncio thread, so it is only described.", read_only=False),
     ConfigDef("background.threads", "int", 10, "Kafka's background thread count; a node is one asyncio thread, so it is only described.", read_only=False),
