@@ -41,7 +41,7 @@ def test_properties_file_and_overrides(tmp_path):
     ("max.connections.per.ip=0", "max.connections.per.ip can be set to zero only if"),
     ("max.connections.per.ip.overrides=localhost", "expected host:count"),
     ("listeners=PLAINTEXT://:9092,INTERNAL://:9094", "No security protocol defined for listener INTERNAL"),
-    ("listener.security.protocol.map=PLAINTEXT:SSL", "security protocol SSL is not supported yet"),
+    ("listener.security.protocol.map=PLAINTEXT:TLS", "unknown security protocol TLS"),
     ("novalue", "expects key=value"),
 ])
 def test_bad_settings_name_the_key(override, message):

@@ -34,7 +34,8 @@ APIS = {
     68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions",
     29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 34: "AlterReplicaLogDirs", 38: "CreateDelegationToken",
     39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken", 57: "UpdateFeatures",
-    64: "UnregisterBroker", 74: "ListClientMetricsResources",
+    64: "UnregisterBroker", 74: "ListClientMetricsResources", 48: "DescribeClientQuotas", 49: "AlterClientQuotas",
+    50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
 }
 
 PRIMITIVE_NAMES = {

@@ -52,7 +52,30 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request."),
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, "How long a follower waits after a failed fetch."),
     ConfigDef("listeners", "list", "PLAINTEXT://:9092", "Addresses to listen on, as LISTENER://host:port; an empty host binds all interfaces."),
-    ConfigDef("listener.security.protocol.map", "string", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", "Security protocol of each listener name, as NAME:PROTOCOL entries; a controller listener not named here is PLAINTEXT. Odradek serves PLAINTEXT only so far."),
+    ConfigDef("listener.security.protocol.map", "string", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", "Security protocol of each listener name, as NAME:PROTOCOL entries (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); a controller listener not named here is PLAINTEXT."),
+    # TLS and SASL settings; each may be given for one listener as listener.name.<listener>.<setting>
+    ConfigDef("ssl.keystore.type", "string", "PEM", "Format of the node's key and certificate: PEM (the only one Odradek reads)."),
+    ConfigDef("ssl.keystore.location", "string", None, "PEM file holding the private key and the certificate chain."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, "The certificate chain as PEM text, instead of ssl.keystore.location."),
+    ConfigDef("ssl.keystore.key", "password", None, "The private key as PEM text, instead of ssl.keystore.location."),
+    ConfigDef("ssl.keystore.password", "password", None, "Kafka's keystore password; for a PEM keystore it is not used (the key is protected by ssl.key.password)."),
+    ConfigDef("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    ConfigDef("ssl.truststore.type", "string", "PEM", "Format of the trusted certificates: PEM."),
+    ConfigDef("ssl.truststore.location", "string", None, "PEM file of the certificate authorities trusted for client certificates (and, between nodes, for server certificates)."),
+    ConfigDef("ssl.truststore.certificates", "password", None, "The trusted certificates as PEM text, instead of ssl.truststore.location."),
+    ConfigDef("ssl.truststore.password", "password", None, "Kafka's truststore password; not used for PEM."),
+    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's preferred TLS version; Odradek negotiates the highest of ssl.enabled.protocols."),
+    ConfigDef("ssl.cipher.suites", "list", "", "TLS 1.2 cipher suites allowed, by IANA (Kafka's) or OpenSSL name; empty: OpenSSL's defaults."),
+    ConfigDef("ssl.client.auth", "string", "none", "Client certificates: required, requested (verified when given) or none."),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT", "How the subject of a client certificate becomes a user name: RULE:pattern/replacement/[LU] entries, then DEFAULT (the whole distinguished name)."),
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https", "Between nodes: https checks the server certificate's host name; empty turns the check off."),
+    ConfigDef("sasl.enabled.mechanisms", "list", "GSSAPI", "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is Kafka's default and is not supported)."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism brokers use with each other on a SASL inter-broker listener."),
+    ConfigDef("sasl.mechanism.controller.protocol", "string", "GSSAPI", "SASL mechanism used on a SASL controller listener."),
+    ConfigDef("sasl.jaas.config", "password", None, "JAAS login module configuration; per listener and mechanism as listener.name.<listener>.<mechanism>.sasl.jaas.config (PlainLoginModule's user_<name>=\"<password>\" options are the PLAIN users; username and password are what this node logs in with)."),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, "How long a failed authentication waits before it is answered and the connection closed."),
+    ConfigDef("connections.max.reauth.ms", "long", 0, "Longest a SASL session lasts before the client must re-authenticate (KIP-368); 0: for ever."),
     ConfigDef("advertised.listeners", "list", None, "Addresses given to clients; defaults to listeners (empty host: this machine's name)."),
     ConfigDef("log.dirs", "list", None, "Directories holding partition logs; defaults to log.dir."),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is not set."),
@@ -317,6 +340,22 @@ def parse_connection_overrides(text: str) -> dict[str, int]:
     return overrides
 
 
+LISTENER_PREFIX = "listener.name."
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
+
+
+def _unprefixed(name: str) -> str:
+    """listener.name.<listener>.[<mechanism>.]<setting> -> <setting> (the setting names start with ssl. or sasl.)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return name
+    rest = name[len(LISTENER_PREFIX):]
+    for marker in (".ssl.", ".sasl.", ".connections."):
+        at = rest.find(marker)
+        if at >= 0:
+            return rest[at + 1:]
+    return name
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -348,7 +387,7 @@ class BrokerConfig:
             raw = self.explicit.get(definition.name)
             self.values[definition.name] = definition.default if raw is None else convert(definition, raw)
         self.unknown = sorted(name for name in self.explicit
-                              if name not in BROKER_CONFIG_BY_NAME)
+                              if name not in BROKER_CONFIG_BY_NAME and _unprefixed(name) not in BROKER_CONFIG_BY_NAME)
         self._validate()
 
     @classmethod
@@ -369,6 +408,9 @@ class BrokerConfig:
         if self["broker.id"] != -1 and self["broker.id"] != self["node.id"]:
             raise ConfigError(f"broker.id {self['broker.id']} must equal node.id {self['node.id']}")
         self.security_protocols()
+        for name, raw in self.explicit.items():  # per-listener overrides are checked as their setting is
+            if name.startswith(LISTENER_PREFIX) and _unprefixed(name) in BROKER_CONFIG_BY_NAME:
+                convert(BROKER_CONFIG_BY_NAME[_unprefixed(name)], raw)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(PER_IP_ZERO_NEEDS_OVERRIDES)
         self.max_connections_per_ip_overrides()
@@ -414,13 +456,20 @@ class BrokerConfig:
                 protocol = "PLAINTEXT"  # Kafka's rule for an unmapped controller listener
             if protocol is None:
                 raise ConfigError(f"No security protocol defined for listener {listener.name}")
-            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            if protocol not in SECURITY_PROTOCOL_IDS:
                 raise ConfigError(f"listener.security.protocol.map: unknown security protocol {protocol}")
-            if protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name}: security protocol {protocol} is not supported yet; "
-                                  "Odradek serves PLAINTEXT listeners only")
             protocols[listener.name] = protocol
         return protocols
+
+    def listener_setting(self, listener: str, name: str, mechanism: str | None = None):
+        """A TLS or SASL setting as one listener sees it: listener.name.<listener>.[<mechanism>.]<name> when
+        given (Kafka's per-listener override), else the node-wide setting."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        keys = ([f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []) + [prefix + name]
+        for key in keys:
+            if key in self.explicit:
+                return convert(BROKER_CONFIG_BY_NAME[name], self.explicit[key])
+        return self[name]
 
     def max_connections_per_ip_overrides(self) -> dict[str, int]:
         """max.connections.per.ip.overrides as address -> count (host names resolved, as Kafka does)."""

@@ -939,9 +939,9 @@ DeleteShareGroupState(86): UNSUPPORTED
 ReadShareGroupStateSummary(87): UNSUPPORTED""".splitlines()
 
 # APIs of features Odradek's README lists as not yet supported, where its versions may be fewer than Kafka's:
-# transaction version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), quotas, SCRAM and dynamic quorums (KIP-853).
+# transaction version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), quotas and dynamic quorums (KIP-853).
 NOT_YET_SUPPORTED = {"Produce", "EndTxn", "TxnOffsetCommit", "DescribeClientQuotas", "AlterClientQuotas",
-                     "DescribeUserScramCredentials", "AlterUserScramCredentials", "AddRaftVoter", "RemoveRaftVoter"}
+                     "AddRaftVoter", "RemoveRaftVoter"}
 
 
 def test_broker_api_versions_lists_the_api_versions_of_kafka_4_0(tools, broker):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,10 @@ class Dispatcher:
             header = parse_request_header(view)
         except (MalformedMessage, ValueError) as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
+        if connection.authenticator is not None:  # a SASL listener: only the SASL exchange until it succeeds
+            refusal = connection.authenticator.refusal(header.api_key, int(time.monotonic() * 1000))
+            if refusal is not None:
+                raise CloseConnection(refusal)
         route = self.routes.get(header.api_key)
         if route is None:
             raise CloseConnection(f"unsupported api key {header.api_key} (client {header.client_id!r})")

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import uuid
 
+from odradek.config import SECURITY_PROTOCOL_IDS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,11 @@ class BrokerLifecycle:
 
     async def _register(self) -> None:
         config = self.node.config
+        protocols = config.security_protocols()
         body = {"broker_id": self.node.node_id, "cluster_id": self.node.cluster_id,
                 "incarnation_id": self.incarnation_id,
-                "listeners": [{"name": a.name, "host": a.host, "port": a.port, "security_protocol": 0}
+                "listeners": [{"name": a.name, "host": a.host, "port": a.port,
+                               "security_protocol": SECURITY_PROTOCOL_IDS[protocols.get(a.name, "PLAINTEXT")]}
                               for a in config.advertised_listeners],
                 "features": [], "rack": config["broker.rack"], "is_migrating_zk_broker": False, "log_dirs": [],
                 "previous_broker_epoch": self.epoch}

@@ -81,6 +81,10 @@ from odradek.broker.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from odradek.broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from odradek.broker.handlers.scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from odradek.broker.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -101,6 +105,7 @@ from odradek.broker.producer_ids import ProducerIdBlocks
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionService
 from odradek.config import BrokerConfig, ConfigError
+from odradek.controller import scram_credentials
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from odradek.network.server import ConnectionLimits, KafkaServer
@@ -108,6 +113,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft.core import RaftConfig
 from odradek.raft.driver import QuorumDriver
 from odradek.replication.fetcher import ReplicaFetchers
+from odradek.security.listener import ListenerSecurity, check_node_listeners
+from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
@@ -167,6 +174,8 @@ ROUTES = (
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
     (47, 0, 0, handle_offset_delete),
+    (50, 0, 0, handle_describe_user_scram_credentials),
+    (51, 0, 0, handle_alter_user_scram_credentials),
     (55, 0, 2, handle_describe_quorum),
     (57, 0, 2, handle_update_features),
     (60, 0, 2, handle_describe_cluster),
@@ -202,6 +211,8 @@ CONTROLLER_ROUTES = (
     (44, 0, 1, handle_incremental_alter_configs),
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
+    (50, 0, 0, handle_describe_user_scram_credentials),
+    (51, 0, 0, handle_alter_user_scram_credentials),
     (52, 0, 2, handle_vote),
     (53, 0, 0, handle_begin_quorum_epoch),
     (54, 0, 0, handle_end_quorum_epoch),
@@ -280,6 +291,9 @@ class Node:
         self.config = config
         for name in config.unknown:
             log.warning("Ignoring unknown setting %s", name)
+        check_node_listeners(config)
+        self.listener_security = {listener.name: ListenerSecurity(config, listener.name, self._scram_credential)
+                                  for listener in config.listeners}
         self.node_id = config.node_id
         self.cluster_id = format_storage(config)
         self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()),
@@ -346,6 +360,9 @@ class Node:
                  time.monotonic() - started, len(image.topics), sum(len(t.partitions) for t in image.topics.values()),
                  addresses)
 
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return scram_credentials.credential_of(self.image, user, mechanism)
+
     async def _start_broker(self) -> None:
         self.log_manager.load(self._log_config_of, now_ms())
         self._reconcile_logs()
@@ -359,9 +376,11 @@ class Node:
         limits = ConnectionLimits(lambda: (dynamic["max.connections"], dynamic["max.connections.per.ip"],
                                            dynamic.current.max_connections_per_ip_overrides()))
         for listener in self.config.listeners:
+            security = self.listener_security[listener.name]
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
-                                 limits=limits, max_idle_ms=self.config["connections.max.idle.ms"])
+                                 limits=limits, max_idle_ms=self.config["connections.max.idle.ms"],
+                                 ssl_context=security.ssl_context, secure=security.secure)
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, ConfigError, convert, validate_topic_name
-from odradek.controller import features
+from odradek.controller import features, scram_credentials
 from odradek.controller.metadata_image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -273,6 +273,17 @@ class Controller:
             except KafkaError as exc:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  exc.message.replace(definition.topic_name, name, 1)) from None
+
+    # SCRAM credentials
+
+    async def alter_scram_credentials(self, deletions: list[dict], upsertions: list[dict]) -> list[dict]:
+        """AlterUserScramCredentials: commits the changes that pass Kafka's checks; one result per user."""
+        async with self._lock:
+            self.check_active()
+            records, results = scram_credentials.alter(self.image, deletions, upsertions)
+            if records:
+                await self._commit(records)
+            return results
 
     # features
 

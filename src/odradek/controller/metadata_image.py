@@ -2,7 +2,7 @@
 
 Records mirror Kafka's KRaft metadata records (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
 UnregisterBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord, RemoveTopicRecord,
-FeatureLevelRecord). Every node applies the committed records of the metadata quorum's log, so every node
+FeatureLevelRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord; byte fields in base64). Every node applies the committed records of the metadata quorum's log, so every node
 holds the same image.
 """
 
@@ -57,6 +57,8 @@ class MetadataImage:
         self.next_producer_id = 0
         self.features: dict[str, int] = {}  # finalized feature levels
         self.features_epoch = -1  # the metadata offset of the last feature level change
+        # (user, SCRAM mechanism code) -> its UserScramCredentialRecord (salt, stored and server key, iterations)
+        self.scram_credentials: dict[tuple[str, int], dict] = {}
 
     @property
     def live_brokers(self) -> list[int]:
@@ -110,6 +112,10 @@ class MetadataImage:
             else:
                 self.features.pop(record["name"], None)
             self.features_epoch = record.get("epoch", offset)
+        elif kind == "UserScramCredentialRecord":
+            self.scram_credentials[(record["name"], record["mechanism"])] = record
+        elif kind == "RemoveUserScramCredentialRecord":
+            self.scram_credentials.pop((record["name"], record["mechanism"]), None)
         elif kind == "UnregisterBrokerRecord":
             broker = self.brokers.get(record["broker_id"])
             if broker is not None and broker.epoch == record["epoch"]:
@@ -138,6 +144,7 @@ class MetadataImage:
         records += [{"type": "ConfigRecord", "resource_type": BROKER_RESOURCE, "resource_name": resource, "name": name,
                      "value": value} for resource, configs in sorted(self.broker_configs.items())
                     for name, value in sorted(configs.items())]
+        records += [record for _, record in sorted(self.scram_credentials.items())]
         for topic in self.topics.values():
             topic_id = uuid_to_text(topic.topic_id)
             records.append({"type": "TopicRecord", "name": topic.name, "topic_id": topic_id})

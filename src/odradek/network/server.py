@@ -9,6 +9,9 @@ acks=all waiting for the in-sync replicas). Further produce requests are handled
 that pipelines acks=all produce requests (librdkafka, not idempotent) is not held to one replication
 round trip per request; any other request waits until the deferred responses before it are written.
 Record data of fetch responses (FileRegion parts) goes from the segment file to the socket with os.sendfile.
+A TLS listener runs the same loop over a TlsTransport (network/transport.py); the listener's security hook
+then gives the connection its principal (from the client certificate) and, on a SASL listener, its
+authenticator.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import asyncio
 import collections
 import inspect
 import logging
-import os
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from odradek.network.transport import PlainTransport, TlsTransport
 from odradek.protocol.file_region import FileRegion
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,10 @@ class Connection:
     state: dict = field(default_factory=dict)
     idle_since: float | None = None  # event-loop time since which it waits for a request; None while serving
     closed_for_idleness: bool = False  # a request that arrives after this is never handled
+    principal: str = "User:ANONYMOUS"  # who the client is, as Kafka's principal builder names it
+    authenticator: object | None = None  # a SASL listener's SaslAuthenticator (security/authenticator.py)
+    close_after_response: bool = False  # set by a handler: the connection closes once its answer is written,
+    close_delay_s: float = 0.0  # this long after (a failed authentication: Kafka's delay against guessing)
 
 
 class CloseConnection(Exception):
@@ -60,6 +68,10 @@ class Deferred:
     def __init__(self, awaitable: Awaitable):
         self.awaitable = awaitable
 
+
+# secure(connection, peer certificate or None): called once the connection is established (after the TLS
+# handshake on a TLS listener) to give it its principal and authenticator.
+Secure = Callable[[Connection, "dict | None"], None]
 
 # dispatch(connection, frame) -> list of response parts (bytes | FileRegion), an awaitable of it, a Deferred
 # of it, or None for a request that gets no response (Produce with acks=0). The size prefix is added here.
@@ -96,7 +108,8 @@ class ConnectionLimits:
 
 class KafkaServer:
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT",
-                 limits: ConnectionLimits | None = None, max_idle_ms: int = -1):
+                 limits: ConnectionLimits | None = None, max_idle_ms: int = -1,
+                 ssl_context: ssl.SSLContext | None = None, secure: Secure | None = None):
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -109,6 +122,8 @@ class KafkaServer:
         self._sockets: dict[int, tuple[Connection, socket.socket]] = {}
         self._next_id = 0
         self.max_idle_ms = max_idle_ms  # connections.max.idle.ms
+        self.ssl_context = ssl_context  # replaced when the listener's certificate is reloaded: new connections use it
+        self.secure = secure
         self._idle_task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -173,16 +188,37 @@ class KafkaServer:
                     except OSError:
                         pass
 
+    async def _establish(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, connection: Connection):
+        """The connection's transport once TLS (if any) is established, or None if the handshake failed."""
+        if self.ssl_context is None:
+            transport = PlainTransport(loop, sock)
+        else:
+            transport = TlsTransport(loop, sock, self.ssl_context)
+            connection.idle_since = loop.time()  # a client that never completes the handshake is idle
+            try:
+                await transport.handshake()
+            except ssl.SSLError as exc:
+                log.info("Failed authentication with %s (SSL handshake failed: %s)", connection.peer,
+                         exc.reason or exc)
+                return None
+        if self.secure is not None:
+            self.secure(connection, transport.peer_certificate())
+        return transport
+
     async def _serve(self, sock: socket.socket, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
-        writer = _ResponseWriter(loop, sock, connection)
         buffer = bytearray()
         start = 0
         self._sockets[connection.id] = (connection, sock)
+        writer = None
         try:
+            transport = await self._establish(loop, sock, connection)
+            if transport is None:
+                return
+            writer = _ResponseWriter(loop, transport, sock, connection)
             while True:
                 connection.idle_since = loop.time()
-                chunk = await loop.sock_recv(sock, READ_CHUNK)
+                chunk = await transport.recv(READ_CHUNK)
                 connection.idle_since = None
                 # A request that reached the socket just as the connection was closed for idleness can still be
                 # read, but its answer cannot be written: handling it would apply it unacknowledged (a retried
@@ -203,7 +239,7 @@ class KafkaServer:
                     if len(buffer) < end:
                         if size <= READ_CHUNK:
                             break
-                        buffer += await _recv_exactly(loop, sock, end - len(buffer))
+                        buffer += await _recv_exactly(transport, end - len(buffer))
                     frame = buffer[start + 4:end]
                     start = end
                     if writer.deferred and (_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
@@ -220,6 +256,10 @@ class KafkaServer:
                         writer.add(result)
                         if writer.pending_size >= FLUSH_THRESHOLD or writer.has_region:
                             await writer.flush()
+                    if connection.close_after_response:
+                        await writer.flush()
+                        await asyncio.sleep(connection.close_delay_s)
+                        return
                 await writer.flush()
         except CloseConnection as exc:
             log.warning("closing connection from %s: %s", connection.peer, exc)
@@ -230,20 +270,19 @@ class KafkaServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", connection.peer)
         finally:
-            writer.abandon()
+            if writer is not None:
+                writer.abandon()
             del self._sockets[connection.id]
             sock.close()
 
 
-async def _recv_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, count: int) -> bytearray:
-    data = bytearray(count)
-    view = memoryview(data)
-    received = 0
-    while received < count:
-        n = await loop.sock_recv_into(sock, view[received:])
-        if n == 0:
+async def _recv_exactly(transport, count: int) -> bytearray:
+    data = bytearray()
+    while len(data) < count:
+        chunk = await transport.recv(count - len(data))
+        if not chunk:
             raise ConnectionError("connection closed mid-request")
-        received += n
+        data += chunk
     return data
 
 
@@ -251,8 +290,9 @@ class _ResponseWriter:
     """Writes responses in request order, coalescing those that are ready into one write; a deferred
     response holds back those after it until it is ready. FileRegions go out with os.sendfile."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, connection: Connection):
+    def __init__(self, loop: asyncio.AbstractEventLoop, transport, sock: socket.socket, connection: Connection):
         self.loop = loop
+        self.transport = transport
         self.sock = sock
         self.connection = connection
         self.entries: collections.deque = collections.deque()  # response parts, or a Task of them (deferred)
@@ -327,7 +367,7 @@ class _ResponseWriter:
                 for part in parts:
                     if isinstance(part, FileRegion):
                         await self._send(out)
-                        await self._sendfile(part)
+                        await self.transport.sendfile(part)
                     else:
                         out.append(part)
             self.pending_size = 0
@@ -338,7 +378,7 @@ class _ResponseWriter:
         if out:
             data = b"".join(out)
             out.clear()
-            await self.loop.sock_sendall(self.sock, data)
+            await self.transport.sendall(data)
             if self.connection.idle_since is not None:  # a deferred answer written: activity, as Kafka counts it
                 self.connection.idle_since = self.loop.time()
 
@@ -349,27 +389,3 @@ class _ResponseWriter:
                 entry.cancel()
         self.entries.clear()
         self.deferred = 0
-
-    async def _sendfile(self, region: FileRegion) -> None:
-        position, remaining = region.position, region.size
-        out = self.sock.fileno()
-        while remaining:
-            try:
-                sent = os.sendfile(out, region.fd, position, remaining)
-            except BlockingIOError:
-                await self._writable()
-                continue
-            if sent == 0:
-                # The file is shorter than promised: the frame can no longer be completed.
-                raise ConnectionError("segment file ended before the promised fetch size")
-            position += sent
-            remaining -= sent
-
-    async def _writable(self) -> None:
-        future = self.loop.create_future()
-        fd = self.sock.fileno()
-        self.loop.add_writer(fd, lambda: future.done() or future.set_result(None))
-        try:
-            await future
-        finally:
-            self.loop.remove_writer(fd)

@@ -3,10 +3,12 @@
 from odradek.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from odradek.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from odradek.protocol.messages.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
+from odradek.protocol.messages.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from odradek.protocol.messages.alter_configs import ALTER_CONFIGS
 from odradek.protocol.messages.alter_partition import ALTER_PARTITION
 from odradek.protocol.messages.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from odradek.protocol.messages.alter_replica_log_dirs import ALTER_REPLICA_LOG_DIRS
+from odradek.protocol.messages.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from odradek.protocol.messages.api_versions import API_VERSIONS
 from odradek.protocol.messages.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
 from odradek.protocol.messages.broker_heartbeat import BROKER_HEARTBEAT
@@ -22,6 +24,7 @@ from odradek.protocol.messages.delete_groups import DELETE_GROUPS
 from odradek.protocol.messages.delete_records import DELETE_RECORDS
 from odradek.protocol.messages.delete_topics import DELETE_TOPICS
 from odradek.protocol.messages.describe_acls import DESCRIBE_ACLS
+from odradek.protocol.messages.describe_client_quotas import DESCRIBE_CLIENT_QUOTAS
 from odradek.protocol.messages.describe_cluster import DESCRIBE_CLUSTER
 from odradek.protocol.messages.describe_configs import DESCRIBE_CONFIGS
 from odradek.protocol.messages.describe_delegation_token import DESCRIBE_DELEGATION_TOKEN
@@ -31,6 +34,7 @@ from odradek.protocol.messages.describe_producers import DESCRIBE_PRODUCERS
 from odradek.protocol.messages.describe_quorum import DESCRIBE_QUORUM
 from odradek.protocol.messages.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from odradek.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
+from odradek.protocol.messages.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from odradek.protocol.messages.elect_leaders import ELECT_LEADERS
 from odradek.protocol.messages.end_quorum_epoch import END_QUORUM_EPOCH
 from odradek.protocol.messages.end_txn import END_TXN
@@ -110,6 +114,10 @@ SUPPORTED_APIS: tuple[Api, ...] = (
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
     OFFSET_DELETE,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     VOTE,
     BEGIN_QUORUM_EPOCH,
     END_QUORUM_EPOCH,

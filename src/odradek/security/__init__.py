@@ -1,0 +1,1 @@
+"""Security: TLS transport settings, principals, SASL mechanisms, the ACL authorizer."""

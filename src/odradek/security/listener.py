@@ -1,0 +1,150 @@
+"""A client listener's security, built from its settings: the TLS context, and what each new connection gets
+(its principal from a client certificate; on a SASL listener, a SaslAuthenticator over the enabled mechanisms).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import ssl
+from collections.abc import Callable
+
+from odradek.config import BrokerConfig, ConfigError
+from odradek.network.server import Connection
+from odradek.security.authenticator import MechanismServer, SaslAuthenticator
+from odradek.security.jaas import parse_jaas_config
+from odradek.security.plain import PLAIN_LOGIN_MODULE, PlainServer, password_checker, plain_users_from_jaas
+from odradek.security.principal import (
+    ANONYMOUS,
+    NoMatchingRule,
+    SslPrincipalMapper,
+    principal_from_certificate,
+)
+from odradek.security.scram import ScramCredential, ScramMechanism, ScramServer, random_nonce
+from odradek.security.tls import listener_settings, server_context
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+ScramLookup = Callable[[str, ScramMechanism], "ScramCredential | None"]  # (user, mechanism) -> its credential
+
+
+def check_node_listeners(config: BrokerConfig) -> None:
+    """Nodes reach each other (quorum, controller, replication, transaction markers) in plaintext for now."""
+    protocols = config.security_protocols()
+    for listener in config.controller_listeners:
+        if protocols[listener.name] != "PLAINTEXT":
+            raise ConfigError(f"controller listener {listener.name}: {protocols[listener.name]} between nodes is not "
+                              "supported yet; map it to PLAINTEXT")
+    inter_broker = config.inter_broker_listener
+    if "broker" in config.process_roles and protocols.get(inter_broker, "PLAINTEXT") != "PLAINTEXT":
+        raise ConfigError(f"inter.broker.listener.name: listener {inter_broker} is {protocols[inter_broker]}; TLS and "
+                          "SASL between nodes are not supported yet: name a PLAINTEXT listener (it may listen on "
+                          "127.0.0.1 or a private network)")
+
+
+class ListenerSecurity:
+    def __init__(self, config: BrokerConfig, listener: str, scram_lookup: ScramLookup):
+        self.listener = listener
+        self.protocol = config.security_protocols()[listener]
+        setting = listener_settings(config, listener)
+        self.uses_tls = self.protocol in ("SSL", "SASL_SSL")
+        self.uses_sasl = self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        self.ssl_context: ssl.SSLContext | None = server_context(setting) if self.uses_tls else None
+        self.mapper = SslPrincipalMapper(str(setting("ssl.principal.mapping.rules")))
+        self.max_reauth_ms = int(setting("connections.max.reauth.ms"))
+        self.mechanisms: dict[str, Callable[[], MechanismServer]] = {}
+        if self.uses_sasl:
+            self.mechanisms = self._mechanisms(config, setting, scram_lookup)
+
+    def reload_tls(self, config: BrokerConfig) -> ssl.SSLContext:
+        """A new context from the (changed) keystore settings: a renewed certificate, for new connections."""
+        self.ssl_context = server_context(listener_settings(config, self.listener))
+        return self.ssl_context
+
+    def secure(self, connection: Connection, peer_certificate: dict | None) -> None:
+        """Give a new connection its principal (SSL) or its authenticator (SASL)."""
+        if self.uses_sasl:
+            connection.authenticator = SaslAuthenticator(self.mechanisms, self.max_reauth_ms)
+            return
+        connection.principal = str(ANONYMOUS)
+        if peer_certificate and peer_certificate.get("subject"):
+            try:
+                connection.principal = str(principal_from_certificate(peer_certificate["subject"], self.mapper))
+            except NoMatchingRule as exc:
+                # Kafka fails such a client's authentication; closing it at its first request does the same
+                log.info("Failed authentication with %s: %s", connection.peer, exc)
+                connection.authenticator = _Refused(str(exc))
+
+    def _mechanisms(self, config: BrokerConfig, setting, scram_lookup: ScramLookup) -> dict:
+        enabled = [name.strip().upper() for name in str(setting("sasl.enabled.mechanisms") or "").split(",")
+                   if name.strip()]
+        unsupported = [name for name in enabled if name not in SUPPORTED_MECHANISMS]
+        if unsupported or not enabled:
+            raise ConfigError(f"sasl.enabled.mechanisms of listener {self.listener}: {', '.join(unsupported) or 'none'}"
+                              f" {'is' if len(unsupported) == 1 else 'are'} not supported; Odradek offers "
+                              f"{', '.join(SUPPORTED_MECHANISMS)}")
+        mechanisms: dict[str, Callable[[], MechanismServer]] = {}
+        for name in enabled:
+            if name == "PLAIN":
+                check = password_checker(self._plain_users(config))
+                mechanisms[name] = lambda check=check: _PlainExchange(PlainServer(check))
+            else:
+                mechanism = ScramMechanism.by_name(name)
+                secret = secrets.token_bytes(32)  # salts shown for unknown users; see ScramServer
+                mechanisms[name] = (lambda mechanism=mechanism, secret=secret: _ScramExchange(ScramServer(
+                    mechanism, lambda user: scram_lookup(user, mechanism), random_nonce, secret)))
+        return mechanisms
+
+    def _plain_users(self, config: BrokerConfig) -> dict[str, str]:
+        key = f"listener.name.{self.listener.lower()}.plain.sasl.jaas.config"
+        text = config.listener_setting(self.listener, "sasl.jaas.config", mechanism="plain")
+        if not text:
+            raise ConfigError(f"PLAIN on listener {self.listener} needs its users: set {key}={PLAIN_LOGIN_MODULE} "
+                              'required user_alice="alice-secret";')
+        entry = parse_jaas_config(text, key=key)
+        if entry.login_module != PLAIN_LOGIN_MODULE:
+            raise ConfigError(f"{key}: PLAIN needs {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
+        return plain_users_from_jaas(entry)
+
+
+class _PlainExchange:
+    lifetime_ms = None
+
+    def __init__(self, server: PlainServer):
+        self.server = server
+        self.complete = False
+        self.authorization_id = ""
+
+    def evaluate(self, token: bytes) -> bytes:
+        self.authorization_id = self.server.evaluate(token)
+        self.complete = True
+        return b""
+
+
+class _ScramExchange:
+    lifetime_ms = None
+
+    def __init__(self, server: ScramServer):
+        self.server = server
+
+    def evaluate(self, token: bytes) -> bytes:
+        return self.server.evaluate(token)
+
+    @property
+    def complete(self) -> bool:
+        return self.server.complete
+
+    @property
+    def authorization_id(self) -> str:
+        return self.server.username or ""
+
+
+class _Refused:
+    """The authenticator of a TLS connection whose certificate gives no principal: every request closes it."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def refusal(self, api_key: int, now_ms: int) -> str:
+        return self.reason
