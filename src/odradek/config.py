@@ -440,26 +440,27 @@ class BrokerConfig:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")
 
     def security_protocols(self) -> dict[str, str]:
-        """Listener name -> security protocol; a ConfigError for a listener without one, or with one Odradek
-        does not serve yet."""
-        given = "listener.security.protocol.map" in self.explicit
+        """Listener name -> security protocol, of this node's listeners; a ConfigError for a listener without one."""
+        return {listener.name: self.security_protocol_of(listener.name) for listener in parse_listeners(self["listeners"])}
+
+    def security_protocol_of(self, listener: str) -> str:
+        """The security protocol of a listener name, this node's or another node's (a broker reaches the
+        controllers' listener): from listener.security.protocol.map."""
         mapping = {}
         for item in filter(None, (part.strip() for part in self["listener.security.protocol.map"].split(","))):
             name, sep, protocol = item.partition(":")
             if not sep or not name.strip() or not protocol.strip():
                 raise ConfigError(f"listener.security.protocol.map: cannot parse {item!r}, expected NAME:PROTOCOL")
             mapping[name.strip().upper()] = protocol.strip().upper()
-        protocols = {}
-        for listener in parse_listeners(self["listeners"]):
-            protocol = mapping.get(listener.name)
-            if protocol is None and not given and listener.name in self._controller_listener_names():
-                protocol = "PLAINTEXT"  # Kafka's rule for an unmapped controller listener
-            if protocol is None:
-                raise ConfigError(f"No security protocol defined for listener {listener.name}")
-            if protocol not in SECURITY_PROTOCOL_IDS:
-                raise ConfigError(f"listener.security.protocol.map: unknown security protocol {protocol}")
-            protocols[listener.name] = protocol
-        return protocols
+        protocol = mapping.get(listener)
+        if protocol is None and "listener.security.protocol.map" not in self.explicit \
+                and listener in self._controller_listener_names():
+            protocol = "PLAINTEXT"  # Kafka's rule for an unmapped controller listener
+        if protocol is None:
+            raise ConfigError(f"No security protocol defined for listener {listener}")
+        if protocol not in SECURITY_PROTOCOL_IDS:
+            raise ConfigError(f"listener.security.protocol.map: unknown security protocol {protocol}")
+        return protocol
 
     def listener_setting(self, listener: str, name: str, mechanism: str | None = None):
         """A TLS or SASL setting as one listener sees it: listener.name.<listener>.[<mechanism>.]<name> when
@@ -496,6 +497,12 @@ class BrokerConfig:
 
     def _controller_listener_names(self) -> set[str]:
         return {name.strip().upper() for name in self["controller.listener.names"].split(",") if name.strip()}
+
+    @property
+    def controller_listener_name(self) -> str:
+        """The listener name of the controllers' quorum endpoints: the first of controller.listener.names."""
+        return next((name.strip().upper() for name in self["controller.listener.names"].split(",") if name.strip()),
+                    "CONTROLLER")
 
     @property
     def inter_broker_listener(self) -> str:

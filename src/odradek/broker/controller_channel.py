@@ -31,7 +31,7 @@ def from_controller_side(broker, ctx: RequestContext) -> bool:
 class ControllerChannel:
     def __init__(self, node):
         self.node = node
-        self.clients = NodeClients(f"odradek-broker-{node.node_id}")
+        self.clients = NodeClients(f"odradek-broker-{node.node_id}", security=node.controller_security)
         for voter, (host, port) in node.config.quorum_voters.items():
             if voter != node.node_id:
                 self.clients.set_endpoint(voter, host, port)

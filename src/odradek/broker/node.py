@@ -113,7 +113,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft.core import RaftConfig
 from odradek.raft.driver import QuorumDriver
 from odradek.replication.fetcher import ReplicaFetchers
-from odradek.security.listener import ListenerSecurity, check_node_listeners
+from odradek.security.client_login import CONTROLLER_MECHANISM, INTER_BROKER_MECHANISM, client_security
+from odradek.security.listener import ListenerSecurity
 from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
@@ -291,9 +292,12 @@ class Node:
         self.config = config
         for name in config.unknown:
             log.warning("Ignoring unknown setting %s", name)
-        check_node_listeners(config)
         self.listener_security = {listener.name: ListenerSecurity(config, listener.name, self._scram_credential)
-                                  for listener in config.listeners}
+                                  for listener in config.listeners + config.controller_listeners}
+        # how this node reaches the others: their controller listener, and the brokers' inter-broker listener
+        self.controller_security = (client_security(config, config.controller_listener_name, CONTROLLER_MECHANISM)
+                                    if config.quorum_voters else None)  # a lone node is its own quorum
+        self.inter_broker_security = client_security(config, config.inter_broker_listener, INTER_BROKER_MECHANISM)
         self.node_id = config.node_id
         self.cluster_id = format_storage(config)
         self.log_manager = LogManager(config.log_dirs, default_config=LogConfig.from_properties(config.topic_defaults()),
@@ -316,7 +320,8 @@ class Node:
                        fetch_interval_ms=100, begin_retry_ms=200, max_fetch_entries=256, pre_vote=True),
             fetch_max_wait_ms=min(500, config["controller.quorum.fetch.timeout.ms"] // 4),
             on_commit=self._on_commit, on_snapshot=self._on_snapshot, snapshot_state=self.image.snapshot_records,
-            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+            security=self.controller_security)
         self.controller = Controller(config, self.image, self.quorum)
         self.controller_channel = ControllerChannel(self)
         self.lifecycle = BrokerLifecycle(self)
@@ -342,9 +347,11 @@ class Node:
         started = time.monotonic()
         self.quorum.start()
         for listener in self.config.controller_listeners:
+            security = self.listener_security[listener.name]
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.controller_dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
-                                 max_idle_ms=self.config["connections.max.idle.ms"])
+                                 max_idle_ms=self.config["connections.max.idle.ms"],
+                                 ssl_context=security.ssl_context, secure=security.secure)
             await server.start()
             self.controller_servers.append(server)
         if self.is_controller:

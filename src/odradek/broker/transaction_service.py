@@ -58,7 +58,7 @@ class TransactionService:
         self.core = TransactionCoordinator(num_partitions=config["transaction.state.log.num.partitions"],
                                            max_timeout_ms=config["transaction.max.timeout.ms"])
         self._loaded: set[int] = set()
-        self.clients = NodeClients(f"odradek-txn-markers-{node.node_id}")
+        self.clients = NodeClients(f"odradek-txn-markers-{node.node_id}", security=node.inter_broker_security)
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.Task] = []
 

@@ -15,14 +15,42 @@ instead of trying a fresh one.
 """
 
 import asyncio
-from collections.abc import Mapping
+import logging
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Protocol
 
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import encode_request_header, parse_response_header
 from odradek.protocol.messages import API_BY_KEY
 from odradek.protocol.types import INT32
 
-__all__ = ["NodeClients", "NodeConnection", "UnknownNodeError"]
+__all__ = ["ClientSecurity", "NodeClients", "NodeConnection", "SaslLogin", "UnknownNodeError"]
+
+log = logging.getLogger(__name__)
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_EXCHANGE_TIMEOUT_S = 10
+
+
+class SaslLogin(Protocol):
+    """The client side of one SASL exchange."""
+
+    def first(self) -> bytes: ...
+
+    def next(self, server_token: bytes) -> bytes | None:
+        """The next client token, or None when the exchange is done (after checking the server's last token)."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a node reaches a listener of another node: over TLS, and with a SASL login, or neither."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    sasl_login: Callable[[], SaslLogin] | None = None  # a new exchange for every connection
 
 
 class UnknownNodeError(LookupError):
@@ -32,11 +60,13 @@ class UnknownNodeError(LookupError):
 class NodeConnection:
     """One lazily opened, pipelined connection to host:port."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, connect_timeout_s: float = 5.0):
+    def __init__(self, host: str, port: int, *, client_id: str, connect_timeout_s: float = 5.0,
+                 security: ClientSecurity | None = None):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
+        self.security = security
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task | None = None
         # correlation id -> future of the response frame; only the read loop and _fail remove entries, so a
@@ -91,13 +121,61 @@ class NodeConnection:
     async def _connected(self) -> asyncio.StreamWriter:
         async with self._connect_lock:  # concurrent first requests share one connection attempt
             if self._writer is None:
+                context = self.security.ssl_context if self.security else None
                 try:
-                    reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
-                except OSError as exc:  # TimeoutError is an OSError
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                        self.host, self.port, ssl=context, server_hostname=self.host if context else None),
+                        self.connect_timeout_s)
+                except OSError as exc:  # TimeoutError and ssl.SSLError are OSErrors
                     raise ConnectionError(f"cannot connect to {self._address()}: {exc!r}") from exc
+                if self.security is not None and self.security.sasl_login is not None:
+                    try:
+                        await self._authenticate(reader, writer)
+                    except BaseException:
+                        writer.close()
+                        raise
+                self._writer = writer
                 self._read_task = asyncio.create_task(self._read_loop(reader))
             return self._writer
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The SASL exchange (SaslHandshake v1, then SaslAuthenticate) before any other request."""
+        mechanism = self.security.sasl_mechanism
+        handshake = await self._exchange(reader, writer, SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if handshake["error_code"]:
+            raise ConnectionError(f"{self._address()} does not offer SASL mechanism {mechanism} "
+                                  f"({ErrorCode(handshake['error_code']).name}; it offers "
+                                  f"{', '.join(handshake['mechanisms']) or 'none'})")
+        login = self.security.sasl_login()
+        token = login.first()
+        while token is not None:
+            answer = await self._exchange(reader, writer, SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if answer["error_code"]:
+                log.warning("Authentication to %s with %s failed: %s", self._address(), mechanism,
+                            answer["error_message"])
+                raise ConnectionError(f"authentication to {self._address()} failed: {answer['error_message']}")
+            try:
+                token = login.next(bytes(answer["auth_bytes"]))
+            except ValueError as exc:  # the server's proof does not check out: not the node we meant
+                raise ConnectionError(f"authentication to {self._address()} failed: {exc}") from exc
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: int,
+                        api_version: int, body: dict) -> dict:
+        """One request answered before the read loop runs (the SASL exchange)."""
+        api = API_BY_KEY[api_key]
+        self._last_correlation_id = correlation_id = (self._last_correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request_header(api_key, api_version, correlation_id, self.client_id) + \
+            api.encode_request(api_version, body)
+        writer.write(INT32.pack(len(frame)) + frame)
+        try:
+            async with asyncio.timeout(SASL_EXCHANGE_TIMEOUT_S):
+                await writer.drain()
+                (size,) = INT32.unpack(await reader.readexactly(4))
+                response = await reader.readexactly(size)
+        except (OSError, asyncio.IncompleteReadError) as exc:  # TimeoutError is an OSError
+            raise ConnectionError(f"{api.name} to {self._address()}: {exc!r}") from exc
+        _, position = parse_response_header(response, api_key, api_version)
+        return api.decode_response(api_version, memoryview(response), position)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -138,9 +216,10 @@ class NodeConnection:
 class NodeClients:
     """Connections to the other nodes by node id, opened on first use."""
 
-    def __init__(self, client_id: str, *, connect_timeout_s: float = 5.0):
+    def __init__(self, client_id: str, *, connect_timeout_s: float = 5.0, security: ClientSecurity | None = None):
         self.client_id = client_id  # e.g. "odradek-node-1", shows up in the peers' request logs
         self.connect_timeout_s = connect_timeout_s
+        self.security = security  # of the listener these connections go to
         self._endpoints: dict[int, tuple[str, int]] = {}
         self._connections: dict[int, NodeConnection] = {}
 
@@ -165,7 +244,8 @@ class NodeClients:
                 raise UnknownNodeError(f"no endpoint known for node {node_id}")
             host, port = self._endpoints[node_id]
             connection = self._connections[node_id] = NodeConnection(
-                host, port, client_id=self.client_id, connect_timeout_s=self.connect_timeout_s)
+                host, port, client_id=self.client_id, connect_timeout_s=self.connect_timeout_s,
+                security=self.security)
         return await connection.request(api_key, api_version, body, timeout_s)
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable
 
-from odradek.network.client import NodeClients
+from odradek.network.client import ClientSecurity, NodeClients
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft import wire
 from odradek.raft.core import RaftConfig, RaftCore
@@ -55,7 +55,7 @@ class QuorumDriver:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], directory: str, cluster_id: str,
                  config: RaftConfig, fetch_max_wait_ms: int, on_commit: Callable[[int, object], None],
                  on_snapshot: Callable[[int, object], None], snapshot_state: Callable[[], object],
-                 snapshot_bytes: int):
+                 snapshot_bytes: int, security: ClientSecurity | None = None):
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -65,8 +65,8 @@ class QuorumDriver:
         self.snapshot_bytes = snapshot_bytes
         self._bytes_since_snapshot = 0
         # A connection answers in order, so a long-polling Fetch would hold up votes behind it: two pools.
-        self.clients = NodeClients(f"odradek-raft-{node_id}")
-        self.fetch_clients = NodeClients(f"odradek-raft-fetch-{node_id}")
+        self.clients = NodeClients(f"odradek-raft-{node_id}", security=security)
+        self.fetch_clients = NodeClients(f"odradek-raft-fetch-{node_id}", security=security)
         for voter, (host, port) in voters.items():
             if voter != node_id:
                 self.clients.set_endpoint(voter, host, port)

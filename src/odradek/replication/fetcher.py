@@ -27,7 +27,7 @@ RETRIABLE_AFTER_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCod
 class ReplicaFetchers:
     def __init__(self, node):
         self.node = node
-        self.clients = NodeClients(f"odradek-replica-fetcher-{node.node_id}")
+        self.clients = NodeClients(f"odradek-replica-fetcher-{node.node_id}", security=node.inter_broker_security)
         self._leader_of: dict[tuple[str, int], int] = {}
         self._parked: dict[tuple[str, int], float] = {}  # partition -> monotonic time it sits out until
         self._tasks: dict[int, asyncio.Task] = {}

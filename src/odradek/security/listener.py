@@ -29,20 +29,6 @@ SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ScramLookup = Callable[[str, ScramMechanism], "ScramCredential | None"]  # (user, mechanism) -> its credential
 
 
-def check_node_listeners(config: BrokerConfig) -> None:
-    """Nodes reach each other (quorum, controller, replication, transaction markers) in plaintext for now."""
-    protocols = config.security_protocols()
-    for listener in config.controller_listeners:
-        if protocols[listener.name] != "PLAINTEXT":
-            raise ConfigError(f"controller listener {listener.name}: {protocols[listener.name]} between nodes is not "
-                              "supported yet; map it to PLAINTEXT")
-    inter_broker = config.inter_broker_listener
-    if "broker" in config.process_roles and protocols.get(inter_broker, "PLAINTEXT") != "PLAINTEXT":
-        raise ConfigError(f"inter.broker.listener.name: listener {inter_broker} is {protocols[inter_broker]}; TLS and "
-                          "SASL between nodes are not supported yet: name a PLAINTEXT listener (it may listen on "
-                          "127.0.0.1 or a private network)")
-
-
 class ListenerSecurity:
     def __init__(self, config: BrokerConfig, listener: str, scram_lookup: ScramLookup):
         self.listener = listener
