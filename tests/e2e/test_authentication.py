@@ -33,7 +33,8 @@ from tests.security.certificates import CertificateAuthority
 
 PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
 SCRAM_USERS = {("carol", "SCRAM-SHA-256"): "carol-secret", ("dave", "SCRAM-SHA-512"): "dave-secret"}
-LISTENERS = ("TLS", "MTLS", "SASL", "SASLTLS", "MAPPED", "ADMIN")
+LISTENERS = ("TLS", "MTLS", "SASL", "SASLTLS", "MAPPED", "REAUTH", "ADMIN")
+REAUTH_MS = 1500
 RECORDS = 5
 
 
@@ -63,7 +64,7 @@ def secured(tmp_path_factory):
     settings = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "listener.security.protocol.map": "TLS:SSL,MTLS:SSL,SASL:SASL_PLAINTEXT,SASLTLS:SASL_SSL,MAPPED:SSL,"
-                                          "ADMIN:PLAINTEXT",
+                                          "REAUTH:SASL_PLAINTEXT,ADMIN:PLAINTEXT",
         "inter.broker.listener.name": "ADMIN",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(node_keys.keystore),
         "ssl.key.password": "node-key-secret",
@@ -74,6 +75,8 @@ def secured(tmp_path_factory):
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl.plain.sasl.jaas.config": jaas,
         "listener.name.sasltls.plain.sasl.jaas.config": jaas,
+        "listener.name.reauth.plain.sasl.jaas.config": jaas,
+        "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
     }
     node = NodeProcess(directory / "data", port=ports["ADMIN"], settings=settings).start()
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
@@ -274,6 +277,50 @@ def test_a_certificate_no_mapping_rule_applies_to_is_refused_at_the_first_reques
         tls.sendall(_frame(18, 3, {"client_software_name": "raw", "client_software_version": "1"}))
         assert tls.recv(65536) == b""  # CN=alice matches no rule: closed unanswered
     assert "No rules apply to CN=alice" in secured.log_text()
+
+
+def _sasl_plain_login(client: RawClient, username: str, password: str) -> dict:
+    assert client.request(17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    return client.request(36, 2, {"auth_bytes": f"\0{username}\0{password}".encode()})
+
+
+def test_a_session_ends_with_connections_max_reauth_ms_unless_the_client_re_authenticates(secured):
+    metadata = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    with RawClient(f"127.0.0.1:{secured.ports['REAUTH']}", timeout=10) as client:
+        login = _sasl_plain_login(client, "alice", "alice-secret")
+        assert login["error_code"] == 0 and 0 < login["session_lifetime_ms"] <= REAUTH_MS
+        assert client.request(3, 12, metadata)["brokers"]
+        time.sleep(login["session_lifetime_ms"] / 1000)  # the session is over once its lifetime has passed
+        with pytest.raises(ConnectionError):
+            client.request(3, 12, metadata)
+    # a client that re-authenticates (as the same user) keeps its connection
+    with RawClient(f"127.0.0.1:{secured.ports['REAUTH']}", timeout=10) as client:
+        for _ in range(3):
+            login = _sasl_plain_login(client, "alice", "alice-secret")
+            assert login["error_code"] == 0 and login["session_lifetime_ms"] > 0
+            assert client.request(3, 12, metadata)["brokers"]
+        refused = _sasl_plain_login(client, "admin", "admin-secret")  # another principal: refused
+        assert refused["error_code"] == 58  # SASL_AUTHENTICATION_FAILED
+        assert "Cannot change principals during re-authentication" in refused["error_message"]
+
+
+def test_librdkafka_re_authenticates_and_goes_on_producing(secured):
+    """librdkafka re-authenticates before the session lifetime the node tells it (KIP-368)."""
+    way = Secured("REAUTH", "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
+    topic = f"auth-reauth-{uuid.uuid4().hex[:6]}"
+    errors, delivered = [], []
+    expiries = secured.log_text().count("the SASL session expired")
+    producer = Producer(librdkafka_settings(secured, way, acks="all", error_cb=errors.append))
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    sent = 0
+    while time.monotonic() < deadline:  # records spread over three session lifetimes
+        producer.produce(topic, str(sent).encode(), on_delivery=lambda err, msg: delivered.append(err))
+        sent += 1
+        producer.poll(0.05)
+    assert producer.flush(30) == 0
+    assert delivered == [None] * sent, [e for e in delivered if e is not None][:3]
+    assert not [e for e in errors if "expired" in e.str() or e.code() == KafkaError._AUTHENTICATION], errors
+    assert secured.log_text().count("the SASL session expired") == expiries  # never cut off: it re-authenticated
 
 
 def test_kafka_python_with_a_wrong_password_gets_an_authentication_error(secured, caplog):
