@@ -53,17 +53,18 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.fetch.backoff.ms", "int", 1000, "How long a follower waits after a failed fetch."),
     ConfigDef("listeners", "list", "PLAINTEXT://:9092", "Addresses to listen on, as LISTENER://host:port; an empty host binds all interfaces."),
     ConfigDef("listener.security.protocol.map", "string", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", "Security protocol of each listener name, as NAME:PROTOCOL entries (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); a controller listener not named here is PLAINTEXT."),
-    # TLS and SASL settings; each may be given for one listener as listener.name.<listener>.<setting>
-    ConfigDef("ssl.keystore.type", "string", "PEM", "Format of the node's key and certificate: PEM (the only one Odradek reads)."),
-    ConfigDef("ssl.keystore.location", "string", None, "PEM file holding the private key and the certificate chain."),
-    ConfigDef("ssl.keystore.certificate.chain", "password", None, "The certificate chain as PEM text, instead of ssl.keystore.location."),
-    ConfigDef("ssl.keystore.key", "password", None, "The private key as PEM text, instead of ssl.keystore.location."),
-    ConfigDef("ssl.keystore.password", "password", None, "Kafka's keystore password; for a PEM keystore it is not used (the key is protected by ssl.key.password)."),
-    ConfigDef("ssl.key.password", "password", None, "Password of an encrypted private key."),
-    ConfigDef("ssl.truststore.type", "string", "PEM", "Format of the trusted certificates: PEM."),
-    ConfigDef("ssl.truststore.location", "string", None, "PEM file of the certificate authorities trusted for client certificates (and, between nodes, for server certificates)."),
-    ConfigDef("ssl.truststore.certificates", "password", None, "The trusted certificates as PEM text, instead of ssl.truststore.location."),
-    ConfigDef("ssl.truststore.password", "password", None, "Kafka's truststore password; not used for PEM."),
+    # TLS and SASL settings; each may be given for one listener as listener.name.<listener>.<setting>; the
+    # keystore and truststore may change at run time (a renewed certificate, for new connections)
+    ConfigDef("ssl.keystore.type", "string", "PEM", "Format of the node's key and certificate: PEM (the only one Odradek reads).", read_only=False),
+    ConfigDef("ssl.keystore.location", "string", None, "PEM file holding the private key and the certificate chain.", read_only=False),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, "The certificate chain as PEM text, instead of ssl.keystore.location.", read_only=False),
+    ConfigDef("ssl.keystore.key", "password", None, "The private key as PEM text, instead of ssl.keystore.location.", read_only=False),
+    ConfigDef("ssl.keystore.password", "password", None, "Kafka's keystore password; for a PEM keystore it is not used (the key is protected by ssl.key.password).", read_only=False),
+    ConfigDef("ssl.key.password", "password", None, "Password of an encrypted private key.", read_only=False),
+    ConfigDef("ssl.truststore.type", "string", "PEM", "Format of the trusted certificates: PEM.", read_only=False),
+    ConfigDef("ssl.truststore.location", "string", None, "PEM file of the certificate authorities trusted for client certificates (and, between nodes, for server certificates).", read_only=False),
+    ConfigDef("ssl.truststore.certificates", "password", None, "The trusted certificates as PEM text, instead of ssl.truststore.location.", read_only=False),
+    ConfigDef("ssl.truststore.password", "password", None, "Kafka's truststore password; not used for PEM.", read_only=False),
     ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
     ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's preferred TLS version; Odradek negotiates the highest of ssl.enabled.protocols."),
     ConfigDef("ssl.cipher.suites", "list", "", "TLS 1.2 cipher suites allowed, by IANA (Kafka's) or OpenSSL name; empty: OpenSSL's defaults."),
@@ -344,7 +345,7 @@ LISTENER_PREFIX = "listener.name."
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
 
 
-def _unprefixed(name: str) -> str:
+def unprefixed(name: str) -> str:
     """listener.name.<listener>.[<mechanism>.]<setting> -> <setting> (the setting names start with ssl. or sasl.)."""
     if not name.startswith(LISTENER_PREFIX):
         return name
@@ -387,7 +388,7 @@ class BrokerConfig:
             raw = self.explicit.get(definition.name)
             self.values[definition.name] = definition.default if raw is None else convert(definition, raw)
         self.unknown = sorted(name for name in self.explicit
-                              if name not in BROKER_CONFIG_BY_NAME and _unprefixed(name) not in BROKER_CONFIG_BY_NAME)
+                              if name not in BROKER_CONFIG_BY_NAME and unprefixed(name) not in BROKER_CONFIG_BY_NAME)
         self._validate()
 
     @classmethod
@@ -409,8 +410,8 @@ class BrokerConfig:
             raise ConfigError(f"broker.id {self['broker.id']} must equal node.id {self['node.id']}")
         self.security_protocols()
         for name, raw in self.explicit.items():  # per-listener overrides are checked as their setting is
-            if name.startswith(LISTENER_PREFIX) and _unprefixed(name) in BROKER_CONFIG_BY_NAME:
-                convert(BROKER_CONFIG_BY_NAME[_unprefixed(name)], raw)
+            if name.startswith(LISTENER_PREFIX) and unprefixed(name) in BROKER_CONFIG_BY_NAME:
+                convert(BROKER_CONFIG_BY_NAME[unprefixed(name)], raw)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(PER_IP_ZERO_NEEDS_OVERRIDES)
         self.max_connections_per_ip_overrides()

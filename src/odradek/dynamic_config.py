@@ -18,6 +18,7 @@ from odradek.config import (
     ConfigError,
     broker_synonyms,
     convert,
+    unprefixed,
 )
 from odradek.controller.metadata_image import MetadataImage
 
@@ -69,7 +70,8 @@ class DynamicBrokerConfig:
         own, defaults = self.image.dynamic_broker_configs(self.node_id)
         key = (tuple(sorted(own.items())), tuple(sorted(defaults.items())))
         if key != self._current_of:
-            known = {name: value for name, value in {**defaults, **own}.items() if name in BROKER_CONFIG_BY_NAME}
+            known = {name: value for name, value in {**defaults, **own}.items()
+                     if unprefixed(name) in BROKER_CONFIG_BY_NAME}
             try:
                 self._current = BrokerConfig({**self.static.explicit, **known}) if known else self.static
             except ConfigError as exc:  # only a change made through the controller listener can get here

@@ -406,3 +406,67 @@ def test_scram_credentials_are_described_and_survive_a_kill(secured):
     secured.kill()
     secured.start()
     test_confluent_kafka_produces_and_consumes(secured, WAYS_IN[3])
+
+
+def _served_certificate_serial(port: int, ca) -> int:
+    from cryptography import x509
+
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as plain, \
+            context.wrap_socket(plain, server_hostname="localhost") as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+@pytest.fixture
+def renewable(tmp_path):
+    """A node whose TLS listener's keystore file can be renewed in place."""
+    authority = CertificateAuthority(tmp_path / "ca")
+    keystore = tmp_path / "node.pem"
+    keystore.write_bytes(authority.issue("node-first").keystore.read_bytes())
+    tls_port, plain_port = free_port(), free_port()
+    node = NodeProcess(tmp_path / "data", port=plain_port, settings={
+        "listeners": f"TLS://127.0.0.1:{tls_port},PLAINTEXT://127.0.0.1:{plain_port}",
+        "listener.security.protocol.map": "TLS:SSL,PLAINTEXT:PLAINTEXT", "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.tls.ssl.keystore.location": str(keystore)}).start()
+    node.authority, node.keystore, node.tls_port = authority, keystore, tls_port
+    yield node
+    node.stop()
+
+
+def test_a_renewed_certificate_is_served_after_alter_configs_without_a_restart(renewable, tmp_path):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    node, authority, keystore, tls_port = renewable, renewable.authority, renewable.keystore, renewable.tls_port
+    first = _served_certificate_serial(tls_port, authority.path)
+    tls_settings = {"bootstrap.servers": f"127.0.0.1:{tls_port}", "security.protocol": "SSL",
+                    "ssl.ca.location": str(authority.path), "acks": "all"}
+    producer = Producer(tls_settings)
+    producer.produce("renewal", b"before")
+    assert producer.flush(30) == 0
+
+    admin = AdminClient({k: v for k, v in tls_settings.items() if k != "acks"})
+
+    def alter(location: str) -> None:
+        entry = ConfigEntry("listener.name.tls.ssl.keystore.location", location,
+                            incremental_operation=AlterConfigOpType.SET)
+        for future in admin.incremental_alter_configs([ConfigResource("broker", "1",
+                                                                      incremental_configs=[entry])]).values():
+            future.result(30)
+
+    renewed = authority.issue("node-renewed")
+    keystore.write_bytes(renewed.keystore.read_bytes())  # the file renewed in place, as cert managers do
+    alter(str(keystore))
+    deadline = time.monotonic() + 30
+    while _served_certificate_serial(tls_port, authority.path) == first and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = _served_certificate_serial(tls_port, authority.path)
+    assert second != first
+    producer.produce("renewal", b"after")  # the connection opened before the renewal goes on
+    assert producer.flush(30) == 0
+
+    alter(str(tmp_path / "missing.pem"))  # a keystore that does not load: the listener keeps its certificate
+    deadline = time.monotonic() + 30
+    while "keeps its certificate" not in node.log_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "keeps its certificate" in node.log_text()
+    assert _served_certificate_serial(tls_port, authority.path) == second

@@ -104,7 +104,7 @@ from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.producer_ids import ProducerIdBlocks
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionService
-from odradek.config import BrokerConfig, ConfigError
+from odradek.config import BrokerConfig, ConfigError, unprefixed
 from odradek.controller import scram_credentials
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
@@ -582,6 +582,8 @@ class Node:
             topics = [image.topics[record["resource_name"]]] if record["resource_name"] in image.topics else []
         else:  # a dynamic broker config: what reads it at run time picks the change up here
             topics = list(image.topics.values())
+            if unprefixed(record["name"]).startswith("ssl."):
+                self._reload_certificates()
             if self.cleaner is not None:
                 self.cleaner.config = self._cleaner_config()
             for partition_log in self.log_manager.logs():
@@ -592,6 +594,22 @@ class Node:
                 partition_log = self.log_manager.get(topic.name, index)
                 if partition_log is not None:
                     partition_log.update_config(config)
+
+    def _reload_certificates(self) -> None:
+        """A changed keystore or truststore setting (a renewed certificate): new connections of TLS listeners
+        use it; those open keep theirs. A keystore that cannot be loaded leaves the listener as it was."""
+        current = self.controller.dynamic.current
+        for server in self.servers + self.controller_servers:
+            security = self.listener_security[server.listener]
+            if server.ssl_context is None:
+                continue
+            try:
+                server.ssl_context = security.reload_tls(current)
+            except ConfigError as exc:
+                log.error("Listener %s keeps its certificate: the new TLS settings do not load: %s", server.listener,
+                          exc)
+                continue
+            log.info("Listener %s reloaded its TLS keystore and truststore", server.listener)
 
     # used by handlers
 

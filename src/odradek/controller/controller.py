@@ -20,7 +20,14 @@ import uuid
 from collections.abc import Iterable
 from typing import Protocol
 
-from odradek.config import BROKER_CONFIG_BY_NAME, BrokerConfig, ConfigError, convert, validate_topic_name
+from odradek.config import (
+    BROKER_CONFIG_BY_NAME,
+    BrokerConfig,
+    ConfigError,
+    convert,
+    unprefixed,
+    validate_topic_name,
+)
 from odradek.controller import features, scram_credentials
 from odradek.controller.metadata_image import (
     BROKER_RESOURCE,
@@ -256,12 +263,12 @@ class Controller:
         """Kafka's checks of a dynamic broker config change: only dynamic settings, values of their type and
         range. Names Kafka does not know are kept, as Kafka keeps them (a plugin may read them)."""
         static = sorted(name for name in changes
-                        if name in BROKER_CONFIG_BY_NAME and BROKER_CONFIG_BY_NAME[name].read_only)
+                        if unprefixed(name) in BROKER_CONFIG_BY_NAME and BROKER_CONFIG_BY_NAME[unprefixed(name)].read_only)
         if static:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: Set({', '.join(static)})")
         for name, value in changes.items():
-            definition = BROKER_CONFIG_BY_NAME.get(name)
+            definition = BROKER_CONFIG_BY_NAME.get(unprefixed(name))
             if value is None or definition is None:
                 continue
             try:
