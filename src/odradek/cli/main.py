@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("groups").add_groups_parser(commands, client, output)
     add_cluster_parser(commands, client, output)
     add_transactions_parser(commands, client, output)
+    _module("users").add_users_parser(commands, client, output)
     return parser
 
 
@@ -225,6 +226,10 @@ def add_storage_parser(commands) -> None:
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                    help="override one setting (repeatable)")
     p.add_argument("--ignore-formatted", "-g", action="store_true", help="skip dirs that are already formatted")
+    p.add_argument("--add-scram", "-S", metavar="CREDENTIAL", action="append", default=[],
+                   help="a SCRAM user the new cluster starts with (repeatable), as kafka-storage.sh: "
+                        "'SCRAM-SHA-256=[name=alice,password=alice-secret]'; also iterations=N, salt=BASE64, "
+                        "saltedpassword=BASE64 (with salt, instead of password)")
     p.set_defaults(run=lambda args: _module("storage").format_dirs(args))
 
 

@@ -28,7 +28,7 @@ from odradek.config import (
     unprefixed,
     validate_topic_name,
 )
-from odradek.controller import features, scram_credentials
+from odradek.controller import bootstrap, features, scram_credentials
 from odradek.controller.metadata_image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -91,8 +91,9 @@ class Controller:
             now = monotonic_ms()
             self._last_heartbeat_ms = dict.fromkeys(self.image.brokers, now)
             records = []
-            if self.image.cluster_id is None:
+            if self.image.cluster_id is None:  # a new cluster: also what `storage format` bootstraps it with
                 records.append({"type": "ClusterRecord", "cluster_id": cluster_id})
+                records += bootstrap.read_records(self.config.log_dirs[0])
             if not self.image.features:  # a new cluster, or one from before feature levels
                 records += [{"type": "FeatureLevelRecord", "name": name, "feature_level": level}
                             for name, level in features.DEFAULT_LEVELS.items()]
