@@ -3,9 +3,11 @@ acks=all and linger.ms=0 sends one request per record. Every one must be answere
 queued behind its predecessors' replication: once each waited for the one before it, and at a few thousand
 records a second the answers fell seconds behind (issue 15).
 
-The bounds are seconds (every record within a third of the request timeout, half of them within a second),
-not a benchmark: benchmarks/latency.py measures. Before the fix, these loads had half the records waiting
-2 s (one node, 6,000 records/s) and 5 s (three replicas, 3,000 records/s)."""
+Not a benchmark (benchmarks/latency.py measures), and no fixed time bound: a loaded machine slows every
+answer. The same load with acks=1, which never waited for replication, runs first as the yardstick: with
+acks=all half the records are answered within a few times its median (plus the replication round trip),
+where before the fix they waited 2 s (one node, 6,000 records/s) and 5 s (three replicas, 2,000 records/s)
+while acks=1 answered in milliseconds."""
 
 import threading
 import time
@@ -16,7 +18,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 REQUEST_TIMEOUT_MS = 30000
 ANSWER_BOUND_S = REQUEST_TIMEOUT_MS / 1000 / 3
-MEDIAN_BOUND_S = 1.0  # answered in milliseconds now; seconds when each request waited for the one before
+YARDSTICK_FACTOR = 5  # acks=all's median within this many acks=1 medians, plus REPLICATION_ALLOWANCE_S
+REPLICATION_ALLOWANCE_S = 0.25
 
 
 def create_topic(bootstrap: str, replication_factor: int) -> str:
@@ -37,9 +40,9 @@ def consume(bootstrap: str, topic: str, expected: int, out: list) -> None:
     consumer.close()
 
 
-def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, acks: str = "all") -> list[float]:
     """Seconds from produce() to acknowledgement of each record; fails on any delivery error."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False,
                          "request.timeout.ms": REQUEST_TIMEOUT_MS})
     waits, errors = [], []
     total = int(rate * seconds)
@@ -56,18 +59,25 @@ def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float) -> li
     return waits
 
 
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def check_pipelined_acks_all(bootstrap: str, replication_factor: int, rate: int) -> None:
-    topic = create_topic(bootstrap, replication_factor)
     seconds = 4
+    yardstick = median(produce_at_rate(bootstrap, create_topic(bootstrap, replication_factor), rate, seconds, "1"))
+    topic = create_topic(bootstrap, replication_factor)
     consumed: list[int] = []
     consumer = threading.Thread(target=consume, args=(bootstrap, topic, rate * seconds, consumed))
     consumer.start()
     waits = produce_at_rate(bootstrap, topic, rate, seconds)
     consumer.join()
     assert len(waits) == rate * seconds
-    median = sorted(waits)[len(waits) // 2]
-    print(f"acknowledged after {median * 1000:.1f} ms (median), {max(waits) * 1000:.1f} ms (max)")
-    assert median < MEDIAN_BOUND_S, f"half the records waited more than {median:.1f} s for their acknowledgement"
+    bound = YARDSTICK_FACTOR * yardstick + REPLICATION_ALLOWANCE_S
+    print(f"acks=all answered after {median(waits) * 1000:.1f} ms (median), {max(waits) * 1000:.1f} ms (max); "
+          f"acks=1 after {yardstick * 1000:.1f} ms (median)")
+    assert median(waits) < bound, f"half the records waited more than {median(waits):.2f} s for acks=all, " \
+                                  f"acks=1 {yardstick:.3f} s"
     assert max(waits) < ANSWER_BOUND_S, f"a record waited {max(waits):.1f} s for its acknowledgement"
     assert consumed == list(range(rate * seconds))  # every record once, in order
 
