@@ -97,7 +97,9 @@ def test_clients_reconnect_after_their_idle_connections_are_closed(node_factory)
     # Long enough for librdkafka to go from connecting to producing, which takes it a few of its backoffs.
     node = node_factory({"connections.max.idle.ms": "3000"})
     topic = "idle-producer"
-    producer = Producer({"bootstrap.servers": node.bootstrap})
+    # Idempotent: a record sent as its connection is closed for idleness is retried on a new one, and only an
+    # idempotent producer is promised that the retry is not written twice (once seen on a loaded machine)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
     delivered = []
     for value in (b"before", b"after"):
         producer.produce(topic, value, on_delivery=lambda err, msg: delivered.append(err))
