@@ -356,6 +356,71 @@ def fetch_out_of_range(target):
     return answers
 
 
+def quota_entity(**names) -> list[dict]:
+    return [{"entity_type": t.replace("_", "-"), "entity_name": n} for t, n in names.items()]
+
+
+def quota_op(key: str, value: float = 0.0, remove: bool = False) -> dict:
+    return {"key": key, "value": value, "remove": remove}
+
+
+BAD_QUOTA_ALTERATIONS = [
+    [{"entity": [], "ops": [quota_op("producer_byte_rate", 100)]}],
+    [{"entity": quota_entity(user="dq-1"), "ops": [quota_op("producer_byte_rate", 1), quota_op("producer_byte_rate", 2)]}],
+    [{"entity": quota_entity(user="dq-2"), "ops": [quota_op("producer_byte_rate", 1)]},
+     {"entity": quota_entity(user="dq-2"), "ops": [quota_op("consumer_byte_rate", 1)]}],
+    [{"entity": quota_entity(user="dq-3"), "ops": [quota_op("no_such_quota", 1)]}],
+    [{"entity": quota_entity(user="dq-3"), "ops": [quota_op("producer_byte_rate", 1.5)]}],
+    [{"entity": quota_entity(user="dq-3"), "ops": [quota_op("request_percentage", -1)]}],
+    [{"entity": quota_entity(client_id="dq-3"), "ops": [quota_op("consumer_byte_rate", 2.0**64)]}],
+    [{"entity": quota_entity(user=""), "ops": [quota_op("producer_byte_rate", 1)]}],
+    [{"entity": quota_entity(group="dq"), "ops": [quota_op("producer_byte_rate", 1)]}],
+    [{"entity": quota_entity(user="dq-4", ip="1.2.3.4"), "ops": [quota_op("producer_byte_rate", 1)]}],
+    [{"entity": quota_entity(ip="no such host"), "ops": [quota_op("connection_creation_rate", 1)]}],
+    [{"entity": quota_entity(ip="1.2.3.4"), "ops": [quota_op("connection_creation_rate", 2.0**31)]}],
+    [{"entity": quota_entity(ip="1.2.3.4"), "ops": [quota_op("producer_byte_rate", 1)]}],
+    [{"entity": quota_entity(user=None, client_id=None), "ops": [quota_op("controller_mutation_rate", 0.5),
+                                                                 quota_op("no_such_quota", remove=True)]}],
+    [{"entity": quota_entity(user="dq-5"), "ops": [quota_op("producer_byte_rate", 1)]},
+     {"entity": quota_entity(user="dq-6"), "ops": [quota_op("bad", 1)]},
+     {"entity": quota_entity(client_id="dq-7", user="dq-7"), "ops": [quota_op("consumer_byte_rate", 0)]}],
+]
+
+
+def alter_client_quotas_with_bad_input(target):
+    with connect(target) as client:
+        return [[(e["error_code"], e["error_message"], e["entity"]) for e in client.request(49, 1, {
+            "entries": entries, "validate_only": True})["entries"]] for entries in BAD_QUOTA_ALTERATIONS]
+
+
+def describe_client_quotas_with_filters(target):
+    def component(entity_type, match_type, match=None):
+        return {"entity_type": entity_type, "match_type": match_type, "match": match}
+
+    filters = [([component("", 2)], False), ([component("user", 2), component("user", 0, "a")], False),
+               ([component("topic", 2)], False), ([component("user", 0)], False), ([component("user", 1, "a")], False),
+               ([component("user", 2, "a")], False), ([component("user", 3)], False),
+               ([component("ip", 2), component("client-id", 2)], False),
+               ([component("user", 0, "dq-described")], True),
+               ([component("user", 0, "dq-described"), component("client-id", 2)], False)]
+    with connect(target) as client:
+        client.request(49, 1, {"entries": [
+            {"entity": quota_entity(user="dq-described"), "ops": [quota_op("producer_byte_rate", 1024)]},
+            {"entity": quota_entity(user="dq-described", client_id="dq-app"),
+             "ops": [quota_op("request_percentage", 12.5)]}], "validate_only": False})
+        answers = []
+        for components, strict in filters:
+            response = client.request(48, 1, {"components": components, "strict": strict})
+            entries = response["entries"]
+            answers.append((response["error_code"], response["error_message"],
+                            None if entries is None else sorted(str(e) for e in entries)))
+        client.request(49, 1, {"entries": [
+            {"entity": quota_entity(user="dq-described"), "ops": [quota_op("producer_byte_rate", remove=True)]},
+            {"entity": quota_entity(user="dq-described", client_id="dq-app"),
+             "ops": [quota_op("request_percentage", remove=True)]}], "validate_only": False})
+    return answers
+
+
 def until_coordinator_serves(send, error_codes):
     """send() again while the answer says the coordinator is still loading or moving (Kafka's loads its offsets
     partition some time after FindCoordinator names it)."""
@@ -382,7 +447,8 @@ SCENARIOS = {f.__name__: f for f in (
     create_partitions_that_are_no_increase, produce_bad_records, api_versions_of_an_unsupported_version,
     describe_topic_configs, describe_broker_configs, list_offsets_by_time, describe_cluster,
     describe_topic_partitions, offsets_of_groups, order_of_described_topic_configs, metadata_of_a_topic,
-    alter_configs_with_bad_input, delete_topics_that_do_not_exist, fetch_out_of_range)}
+    alter_configs_with_bad_input, delete_topics_that_do_not_exist, fetch_out_of_range,
+    alter_client_quotas_with_bad_input, describe_client_quotas_with_filters)}
 
 
 TOOL_SCENARIOS = {f.__name__: f for f in (java_tools_describe_a_topic,)}

@@ -22,6 +22,16 @@ class RawClient:
     def __exit__(self, *exc):
         self.close()
 
+    def sasl_plain(self, username: str, password: str) -> None:
+        """Log in with SASL PLAIN (SaslHandshake v1, then SaslAuthenticate), as on a SASL_PLAINTEXT listener."""
+        handshake = self.request(17, 1, {"mechanism": "PLAIN"})
+        if handshake["error_code"]:
+            raise ConnectionError(f"SaslHandshake refused PLAIN: error {handshake['error_code']}")
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        answer = self.request(36, 2, {"auth_bytes": token})
+        if answer["error_code"]:
+            raise ConnectionError(f"SASL PLAIN login of {username} failed: {answer['error_message']}")
+
     def send_frame(self, payload: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
 

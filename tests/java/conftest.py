@@ -59,15 +59,17 @@ def _two_free_ports() -> tuple[int, int]:
 
 
 @contextmanager
-def running_tools_broker(directory: Path, log_dir_count: int = 1):
-    """Starts the broker under test (Odradek, or Kafka with KAFKA_TOOLS_TARGET=reference) and stops it after."""
+def running_tools_broker(directory: Path, log_dir_count: int = 1, settings: dict[str, str] | None = None):
+    """Starts the broker under test (Odradek, or Kafka with KAFKA_TOOLS_TARGET=reference) and stops it after;
+    `settings` are more broker settings, by Kafka's names."""
+    extra = dict(settings or {})
     directory.mkdir(parents=True, exist_ok=True)
     port, controller_port = _two_free_ports()
     log_dirs = tuple(directory / f"data-{i}" for i in range(log_dir_count)) if log_dir_count > 1 else (
         directory / "data",)
     if os.environ.get("KAFKA_TOOLS_TARGET") == "reference":
         settings = {**TOOLS_BROKER_SETTINGS, **({"log.dirs": ",".join(map(str, log_dirs))} if log_dir_count > 1 else {})}
-        broker = ReferenceBroker(directory, port, settings).start()
+        broker = ReferenceBroker(directory, port, {**settings, **extra}).start()
         try:
             yield ToolsBroker("kafka", broker.bootstrap, broker.controller_bootstrap, log_dirs)
         finally:
@@ -79,6 +81,7 @@ def running_tools_broker(directory: Path, log_dir_count: int = 1):
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
         "log.dirs": ",".join(map(str, log_dirs)),
         **TOOLS_BROKER_SETTINGS,
+        **extra,
     }).start()
     try:
         yield ToolsBroker("odradek", node.bootstrap, f"127.0.0.1:{controller_port}", log_dirs)

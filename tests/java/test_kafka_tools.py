@@ -308,6 +308,52 @@ def remove_broker_configs(tools, broker) -> None:
                      expected=["Dynamic configs for broker 1 are:"])
 
 
+def test_configs_sets_describes_and_deletes_client_quotas_of_users_clients_and_ips(tools, broker):
+    alice = ("--entity-type", "users", "--entity-name", "quota-alice")
+    bob_app = ("--entity-type", "users", "--entity-name", "quota-bob", "--entity-type", "clients", "--entity-name",
+               "quota-app")
+    default_client = ("--entity-type", "clients", "--entity-default")
+    address = ("--entity-type", "ips", "--entity-name", "10.1.2.3")
+    try:
+        added = tools.ok("kafka-configs", *bs(broker), *alice, "--alter", "--add-config", "producer_byte_rate=1024")
+        assert added.stdout == "Completed updating config for user quota-alice.\n", added
+        tools.ok("kafka-configs", *bs(broker), *alice, "--alter", "--add-config",
+                 "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")
+        # A user's quotas and SCRAM credentials are described together.
+        describe_configs(tools, broker, *alice, expected=[
+            "Quota configs for user-principal 'quota-alice' are producer_byte_rate=1024.0",
+            "SCRAM credential configs for user-principal 'quota-alice' are SCRAM-SHA-256=iterations=8192"])
+        added = tools.ok("kafka-configs", *bs(broker), *bob_app, "--alter", "--add-config",
+                         "producer_byte_rate=4096,consumer_byte_rate=8192")
+        assert added.stdout == "Completed updating config for user quota-bob.\n", added
+        describe_configs(tools, broker, *bob_app, expected=[
+            "Quota configs for user-principal 'quota-bob', client-id 'quota-app' are consumer_byte_rate=8192.0, "
+            "producer_byte_rate=4096.0"])
+        added = tools.ok("kafka-configs", *bs(broker), *default_client, "--alter", "--add-config",
+                         "request_percentage=12.5")
+        assert added.stdout == "Completed updating default config for clients in the cluster.\n", added
+        describe_configs(tools, broker, *default_client, expected=[
+            "Quota configs for the default client-id are request_percentage=12.5"])
+        added = tools.ok("kafka-configs", *bs(broker), *address, "--alter", "--add-config", "connection_creation_rate=10")
+        assert added.stdout == "Completed updating config for ip 10.1.2.3.\n", added
+        assert tools.ok("kafka-configs", *bs(broker), "--entity-type", "ips", "--describe").lines == [
+            "Quota configs for ip '10.1.2.3' are connection_creation_rate=10.0"]
+
+        fractional = tools.run("kafka-configs", *bs(broker), *alice, "--alter", "--add-config", "producer_byte_rate=1.5")
+        assert fractional.returncode == 1 and ("Caused by: org.apache.kafka.common.errors.InvalidRequestException: "
+                                               "producer_byte_rate cannot be a fractional value.") in fractional.stderr, \
+            fractional
+        tools.ok("kafka-configs", *bs(broker), *alice, "--alter", "--delete-config", "producer_byte_rate")
+        describe_configs(tools, broker, *alice, expected=[
+            "SCRAM credential configs for user-principal 'quota-alice' are SCRAM-SHA-256=iterations=8192"])
+    finally:
+        for entity, keys in ((alice, "producer_byte_rate"), (bob_app, "producer_byte_rate,consumer_byte_rate"),
+                             (default_client, "request_percentage"), (address, "connection_creation_rate")):
+            tools.run("kafka-configs", *bs(broker), *entity, "--alter", "--delete-config", keys)
+        tools.run("kafka-configs", *bs(broker), *alice, "--alter", "--delete-config", "SCRAM-SHA-256")
+    assert tools.ok("kafka-configs", *bs(broker), "--entity-type", "clients", "--describe").lines == []
+
+
 # Broker settings every Kafka broker describes with `--describe --all`, with their value on a broker that does
 # not set them (None: the value depends on the broker's own settings).
 KAFKA_CORE_BROKER_CONFIGS = {
@@ -940,8 +986,7 @@ ReadShareGroupStateSummary(87): UNSUPPORTED""".splitlines()
 
 # APIs of features Odradek's README lists as not yet supported, where its versions may be fewer than Kafka's:
 # transaction version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), quotas and dynamic quorums (KIP-853).
-NOT_YET_SUPPORTED = {"Produce", "EndTxn", "TxnOffsetCommit", "DescribeClientQuotas", "AlterClientQuotas",
-                     "AddRaftVoter", "RemoveRaftVoter"}
+NOT_YET_SUPPORTED = {"Produce", "EndTxn", "TxnOffsetCommit", "AddRaftVoter", "RemoveRaftVoter"}
 
 
 def test_broker_api_versions_lists_the_api_versions_of_kafka_4_0(tools, broker):

@@ -2,11 +2,15 @@
 
 A handler is `handle(ctx, request) -> dict | Awaitable[dict] | Deferred | None` registered with the version
 range the broker supports; None means no response (Produce with acks=0), a Deferred an answer that waits
-while the connection goes on (network/server.py).
+while the connection goes on (network/server.py). While client quotas are configured, `quotas` sees each
+request before its handler and its response body before it is encoded (broker/quota_enforcement.py).
+While the node has an authorizer, `authorization` stands between the dispatcher and the handlers
+(broker/authorization/).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -35,8 +39,10 @@ class Route:
 
 
 class Dispatcher:
-    def __init__(self, routes: list[Route]):
+    def __init__(self, routes: list[Route], quotas=None, authorization=None):
         self.routes = {route.api_key: route for route in routes}
+        self.quotas = quotas  # client quota enforcement (broker/quota_enforcement.py); consulted while `active`
+        self.authorization = authorization  # broker/authorization/; consulted while its node has an authorizer
 
     def advertised_versions(self) -> list[dict]:
         return [{"api_key": r.api_key,
@@ -72,25 +78,35 @@ class Dispatcher:
         except (MalformedMessage, ValueError, IndexError) as exc:
             raise CloseConnection(f"malformed {api.name} v{header.api_version} request "
                                   f"(correlation id {header.correlation_id}, client {header.client_id!r}): {exc}") from None
+        quota = self.quotas.begin(ctx, request, len(frame)) if self.quotas is not None and self.quotas.active else None
+        handle = route.handle
+        if self.authorization is not None and self.authorization.node.authorizer is not None:
+            handle = functools.partial(self.authorization.handle, handler=route.handle)
         try:
-            result = route.handle(ctx, request)
+            result = handle(ctx, request) if quota is None else quota.handle(handle, ctx, request)
+        except CloseConnection:  # the handler's verdict on a request Kafka would not parse
+            raise
         except Exception:
             log.exception("%s v%d request failed (correlation id %d, client %r)", api.name, header.api_version,
                           header.correlation_id, header.client_id)
             raise CloseConnection("internal error while handling the request") from None
         if isinstance(result, Deferred):
-            return Deferred(self._finish(ctx, result.awaitable))
+            return Deferred(self._finish(ctx, result.awaitable, quota))
         if inspect.isawaitable(result):
-            return self._finish(ctx, result)
+            return self._finish(ctx, result, quota)
+        if quota is not None:
+            result = quota.finish(result)
         return None if result is None else self._encode(ctx, header.api_version, result)
 
-    async def _finish(self, ctx: RequestContext, pending):
+    async def _finish(self, ctx: RequestContext, pending, quota=None):
         try:
             result = await pending
         except Exception:
             log.exception("%s v%d request failed (correlation id %d, client %r)", API_BY_KEY[ctx.api_key].name,
                           ctx.api_version, ctx.correlation_id, ctx.client_id)
             raise CloseConnection("internal error while handling the request") from None
+        if quota is not None:
+            result = quota.finish(result)
         return None if result is None else self._encode(ctx, ctx.api_version, result)
 
     @staticmethod

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 
+from odradek.broker.authorization import ApiAuthorization
 from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dispatcher import Dispatcher, Route
 from odradek.broker.fetch_session import FetchSessionCache
@@ -29,6 +30,7 @@ from odradek.broker.handlers.broker_lifecycle import (
     handle_broker_heartbeat,
     handle_broker_registration,
 )
+from odradek.broker.handlers.client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from odradek.broker.handlers.cluster import handle_describe_cluster, handle_unregister_broker
 from odradek.broker.handlers.configs import (
     handle_alter_configs,
@@ -102,10 +104,11 @@ from odradek.broker.handlers.transactions import (
 from odradek.broker.lifecycle import BrokerLifecycle
 from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.producer_ids import ProducerIdBlocks
+from odradek.broker.quota_enforcement import QuotaEnforcement
 from odradek.broker.replica_manager import ReplicaManager, now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC, TransactionService
 from odradek.config import BrokerConfig, ConfigError, unprefixed
-from odradek.controller import scram_credentials
+from odradek.controller import acls, scram_credentials
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
 from odradek.network.server import ConnectionLimits, KafkaServer
@@ -175,6 +178,8 @@ ROUTES = (
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
     (47, 0, 0, handle_offset_delete),
+    (48, 0, 1, handle_describe_client_quotas),
+    (49, 0, 1, handle_alter_client_quotas),
     (50, 0, 0, handle_describe_user_scram_credentials),
     (51, 0, 0, handle_alter_user_scram_credentials),
     (55, 0, 2, handle_describe_quorum),
@@ -212,6 +217,7 @@ CONTROLLER_ROUTES = (
     (44, 0, 1, handle_incremental_alter_configs),
     (45, 0, 0, handle_alter_partition_reassignments),
     (46, 0, 0, handle_list_partition_reassignments),
+    (49, 0, 1, handle_alter_client_quotas),
     (50, 0, 0, handle_describe_user_scram_credentials),
     (51, 0, 0, handle_alter_user_scram_credentials),
     (52, 0, 2, handle_vote),
@@ -312,6 +318,8 @@ class Node:
         self.groups: GroupService | None = None
         self.transactions: TransactionService | None = None
         self.image = MetadataImage()
+        # the ACL authorizer (None: every request is allowed), in step with the committed ACL records
+        self.authorizer = acls.new_authorizer(config)
         self.quorum = QuorumDriver(
             self.node_id, config.quorum_voters, os.path.join(self.metadata_dir, METADATA_DIR), self.cluster_id,
             RaftConfig(fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
@@ -329,11 +337,14 @@ class Node:
         self.replicas = ReplicaManager(self)
         self.fetchers = ReplicaFetchers(self)
         self.log_dir_mover = LogDirMover(self)
+        self.quota_enforcement = QuotaEnforcement(self)
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
-            for key, low, high, handler in ROUTES])
+            for key, low, high, handler in ROUTES], quotas=self.quota_enforcement,
+            authorization=ApiAuthorization(self))
         self.controller_dispatcher = Dispatcher([
-            Route(key, low, high, functools.partial(handler, self)) for key, low, high, handler in CONTROLLER_ROUTES])
+            Route(key, low, high, functools.partial(handler, self)) for key, low, high, handler in CONTROLLER_ROUTES],
+            authorization=ApiAuthorization(self, controller_side=True))
         self.servers: list[KafkaServer] = []
         self.controller_servers: list[KafkaServer] = []
         self.cleaner: LogCleaner | None = None
@@ -374,6 +385,7 @@ class Node:
         self.log_manager.load(self._log_config_of, now_ms())
         self._reconcile_logs()
         self._started = True
+        self.quota_enforcement.reload()
         await self.lifecycle.start()
         self.groups = GroupService(self)
         self.groups.start()
@@ -387,7 +399,8 @@ class Node:
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
                                  limits=limits, max_idle_ms=self.config["connections.max.idle.ms"],
-                                 ssl_context=security.ssl_context, secure=security.secure)
+                                 ssl_context=security.ssl_context, secure=security.secure,
+                                 admit_rate=self.quota_enforcement.admit_connection)
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))
@@ -541,6 +554,8 @@ class Node:
         """A committed entry of the metadata log: applied to the image, then acted on by the broker side."""
         for record in records:
             self.image.apply(record, offset)
+        if self.authorizer is not None:
+            acls.replay(self.authorizer, records)
         if self._started and self.is_broker:
             self._on_records(records)
 
@@ -548,7 +563,10 @@ class Node:
         """The leader's snapshot replaced our log (we were too far behind): the image becomes it, and the
         broker side takes the partitions and roles it describes."""
         self.image.load_snapshot(records)
+        if self.authorizer is not None:
+            acls.load(self.authorizer, self.image)
         if self._started and self.is_broker:
+            self.quota_enforcement.reload()
             self._reconcile_logs()
             if self.groups is not None and OFFSETS_TOPIC in self.image.topics:
                 for index in self.image.topics[OFFSETS_TOPIC].partitions:
@@ -575,6 +593,8 @@ class Node:
                     self.log_manager.delete(existing.topic, existing.partition)
             elif kind == "ConfigRecord":
                 self._apply_configs(record)
+        if any(record["type"] == "ClientQuotaRecord" for record in records):
+            self.quota_enforcement.reload()
 
     def _apply_configs(self, record: dict) -> None:
         image = self.image

@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_parser(commands, client, output)
     add_transactions_parser(commands, client, output)
     _module("users").add_users_parser(commands, client, output)
+    _module("acls").add_acls_parser(commands, client, output)
+    _module("quotas").add_quotas_parser(commands, client, output)
     return parser
 
 

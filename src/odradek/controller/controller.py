@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from odradek.config import (
@@ -28,7 +28,7 @@ from odradek.config import (
     unprefixed,
     validate_topic_name,
 )
-from odradek.controller import bootstrap, features, scram_credentials
+from odradek.controller import acls, bootstrap, client_quotas, features, scram_credentials
 from odradek.controller.metadata_image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -39,6 +39,7 @@ from odradek.controller.metadata_image import (
 from odradek.controller.placement import place_replicas
 from odradek.dynamic_config import DynamicBrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AclBinding, AclBindingFilter
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from odradek.uuid_text import uuid_to_text
 
@@ -290,6 +291,40 @@ class Controller:
             self.check_active()
             records, results = scram_credentials.alter(self.image, deletions, upsertions)
             if records:
+                await self._commit(records)
+            return results
+
+    # ACLs
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
+        """CreateAcls: commits the bindings that pass Kafka's checks and do not exist yet; one result each."""
+        async with self._lock:
+            self.check_active()
+            records, results = acls.create(self.image, bindings)
+            if records:
+                await self._commit(records)
+            return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]
+                          ) -> list[tuple[tuple[ErrorCode, str | None], list[AclBinding]]]:
+        """DeleteAcls: removes every binding the filters select, at once; per filter its result and bindings."""
+        async with self._lock:
+            self.check_active()
+            records, results = acls.delete(self.image, filters)
+            if records:
+                await self._commit(records)
+            return results
+
+    # client quotas
+
+    async def alter_client_quotas(self, entries: list[dict], validate_only: bool,
+                                  resolves: Callable[[str], bool] | None = None) -> list[dict]:
+        """AlterClientQuotas: commits the entries that pass Kafka's checks (none with validate_only); one result
+        per entity."""
+        async with self._lock:
+            self.check_active()
+            records, results = client_quotas.alter(self.image, entries, resolves)
+            if records and not validate_only:
                 await self._commit(records)
             return results
 

@@ -2,12 +2,14 @@
 
 Records mirror Kafka's KRaft metadata records (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
 UnregisterBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord, RemoveTopicRecord,
-FeatureLevelRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord; byte fields in base64). Every node applies the committed records of the metadata quorum's log, so every node
-holds the same image.
+FeatureLevelRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord, ClientQuotaRecord,
+AccessControlEntryRecord, RemoveAccessControlEntryRecord; byte fields in base64). Every node applies the
+committed records of the metadata quorum's log, so every node holds the same image.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from odradek.uuid_text import uuid_from_text, uuid_to_text
@@ -59,6 +61,10 @@ class MetadataImage:
         self.features_epoch = -1  # the metadata offset of the last feature level change
         # (user, SCRAM mechanism code) -> its UserScramCredentialRecord (salt, stored and server key, iterations)
         self.scram_credentials: dict[tuple[str, int], dict] = {}
+        # ACL id (its text form) -> its AccessControlEntryRecord, oldest first
+        self.acls: dict[str, dict] = {}
+        # client quota entity, as sorted (entity type, name or None for the default) pairs -> {quota key: value}
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
 
     @property
     def live_brokers(self) -> list[int]:
@@ -116,6 +122,19 @@ class MetadataImage:
             self.scram_credentials[(record["name"], record["mechanism"])] = record
         elif kind == "RemoveUserScramCredentialRecord":
             self.scram_credentials.pop((record["name"], record["mechanism"]), None)
+        elif kind == "AccessControlEntryRecord":
+            self.acls[record["id"]] = record
+        elif kind == "RemoveAccessControlEntryRecord":
+            self.acls.pop(record["id"], None)
+        elif kind == "ClientQuotaRecord":  # a value is a float, or its text where JSON has none (inf, nan)
+            entity = tuple(sorted((e["entity_type"], e["entity_name"]) for e in record["entity"]))
+            values = self.client_quotas.setdefault(entity, {})
+            if record["remove"]:
+                values.pop(record["key"], None)
+                if not values:
+                    del self.client_quotas[entity]
+            else:
+                values[record["key"]] = float(record["value"])
         elif kind == "UnregisterBrokerRecord":
             broker = self.brokers.get(record["broker_id"])
             if broker is not None and broker.epoch == record["epoch"]:
@@ -145,6 +164,10 @@ class MetadataImage:
                      "value": value} for resource, configs in sorted(self.broker_configs.items())
                     for name, value in sorted(configs.items())]
         records += [record for _, record in sorted(self.scram_credentials.items())]
+        records += list(self.acls.values())
+        records += [client_quota_record(entity, key, value) for entity, values in sorted(self.client_quotas.items(),
+                                                                                         key=_entity_order)
+                    for key, value in sorted(values.items())]
         for topic in self.topics.values():
             topic_id = uuid_to_text(topic.topic_id)
             records.append({"type": "TopicRecord", "name": topic.name, "topic_id": topic_id})
@@ -165,3 +188,16 @@ class MetadataImage:
     def dynamic_broker_configs(self, broker_id: int | str) -> tuple[dict[str, str], dict[str, str]]:
         """(broker `broker_id`'s own dynamic configs, the cluster-wide dynamic defaults)."""
         return self.broker_configs.get(str(broker_id), {}), self.broker_configs.get("", {})
+
+
+def client_quota_record(entity, key: str, value: float | None) -> dict:
+    """A ClientQuotaRecord setting `key` of `entity` ((type, name) pairs) to `value`, or removing it (None)."""
+    return {"type": "ClientQuotaRecord",
+            "entity": [{"entity_type": entity_type, "entity_name": name} for entity_type, name in entity],
+            "key": key, "value": 0.0 if value is None else value if math.isfinite(value) else str(value),
+            "remove": value is None}
+
+
+def _entity_order(item: tuple) -> tuple:
+    """Sorts entities with default (None) names, which do not compare with names."""
+    return tuple((entity_type, name is not None, name or "") for entity_type, name in item[0])

@@ -11,7 +11,8 @@ round trip per request; any other request waits until the deferred responses bef
 Record data of fetch responses (FileRegion parts) goes from the segment file to the socket with os.sendfile.
 A TLS listener runs the same loop over a TlsTransport (network/transport.py); the listener's security hook
 then gives the connection its principal (from the client certificate) and, on a SASL listener, its
-authenticator.
+authenticator. A client over one of its quotas is muted (KIP-219): answered at once, its next request waits
+until `muted_until`; the acceptor asks `admit_rate` (connection creation rates) before taking a connection.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -53,6 +55,7 @@ class Connection:
     authenticator: object | None = None  # a SASL listener's SaslAuthenticator (security/authenticator.py)
     close_after_response: bool = False  # set by a handler: the connection closes once its answer is written,
     close_delay_s: float = 0.0  # this long after (a failed authentication: Kafka's delay against guessing)
+    muted_until: float = 0.0  # time.monotonic() until which a client over a quota is not served (KIP-219)
 
 
 class CloseConnection(Exception):
@@ -72,6 +75,10 @@ class Deferred:
 # secure(connection, peer certificate or None): called once the connection is established (after the TLS
 # handshake on a TLS listener) to give it its principal and authenticator.
 Secure = Callable[[Connection, "dict | None"], None]
+
+# admit_rate(listener, peer address) -> 0.0 to admit a new connection, or the seconds after which to close it
+# unanswered (connection creation rate quotas; it may first wait, which holds the listener's accepting back).
+AdmitRate = Callable[[str, str], Awaitable[float]]
 
 # dispatch(connection, frame) -> list of response parts (bytes | FileRegion), an awaitable of it, a Deferred
 # of it, or None for a request that gets no response (Produce with acks=0). The size prefix is added here.
@@ -109,7 +116,8 @@ class ConnectionLimits:
 class KafkaServer:
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT",
                  limits: ConnectionLimits | None = None, max_idle_ms: int = -1,
-                 ssl_context: ssl.SSLContext | None = None, secure: Secure | None = None):
+                 ssl_context: ssl.SSLContext | None = None, secure: Secure | None = None,
+                 admit_rate: AdmitRate | None = None):
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -124,6 +132,7 @@ class KafkaServer:
         self.max_idle_ms = max_idle_ms  # connections.max.idle.ms
         self.ssl_context = ssl_context  # replaced when the listener's certificate is reloaded: new connections use it
         self.secure = secure
+        self.admit_rate = admit_rate
         self._idle_task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -154,6 +163,11 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         while True:
             client, address = await loop.sock_accept(self._server_socket)
+            if self.admit_rate is not None:
+                refused_s = await self.admit_rate(self.listener, address[0])
+                if refused_s > 0:  # as Kafka, the client learns of it only when the socket closes
+                    loop.call_later(refused_s, client.close)
+                    continue
             refused = self.limits.admit(address[0]) if self.limits is not None else None
             if refused is not None:
                 log.info("Rejected connection from %s: %s", address[0], refused)
@@ -245,6 +259,8 @@ class KafkaServer:
                     if writer.deferred and (_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
                                             or writer.deferred >= MAX_DEFERRED):
                         await writer.drain()
+                    if connection.muted_until:
+                        await _sit_out_throttle(connection, writer)
                     result = self.dispatch(connection, frame)
                     if isinstance(result, Deferred):
                         writer.add_deferred(loop.create_task(result.awaitable))
@@ -274,6 +290,15 @@ class KafkaServer:
                 writer.abandon()
             del self._sockets[connection.id]
             sock.close()
+
+
+async def _sit_out_throttle(connection: Connection, writer: _ResponseWriter) -> None:
+    """A client over a quota was answered at once, with the throttle time; its next request waits out the rest."""
+    delay = connection.muted_until - time.monotonic()
+    connection.muted_until = 0.0
+    if delay > 0:
+        await writer.flush()
+        await asyncio.sleep(delay)
 
 
 async def _recv_exactly(transport, count: int) -> bytearray:

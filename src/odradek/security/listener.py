@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 import secrets
 import ssl
+import time
 from collections.abc import Callable
 
 from odradek.config import BrokerConfig, ConfigError
 from odradek.network.server import Connection
 from odradek.security.authenticator import MechanismServer, SaslAuthenticator
 from odradek.security.jaas import parse_jaas_config
+from odradek.security.jwks import oauthbearer_validator
+from odradek.security.oauthbearer import LONG_MAX, OAuthBearerServer
 from odradek.security.plain import PLAIN_LOGIN_MODULE, PlainServer, password_checker, plain_users_from_jaas
 from odradek.security.principal import (
     ANONYMOUS,
@@ -25,7 +28,7 @@ from odradek.security.tls import listener_settings, server_context
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 ScramLookup = Callable[[str, ScramMechanism], "ScramCredential | None"]  # (user, mechanism) -> its credential
 
 
@@ -75,6 +78,9 @@ class ListenerSecurity:
             if name == "PLAIN":
                 check = password_checker(self._plain_users(config))
                 mechanisms[name] = lambda check=check: _PlainExchange(PlainServer(check))
+            elif name == "OAUTHBEARER":
+                validate = oauthbearer_validator(config, self.listener)
+                mechanisms[name] = lambda validate=validate: _OAuthBearerExchange(OAuthBearerServer(validate))
             else:
                 mechanism = ScramMechanism.by_name(name)
                 secret = secrets.token_bytes(32)  # salts shown for unknown users; see ScramServer
@@ -124,6 +130,30 @@ class _ScramExchange:
     @property
     def authorization_id(self) -> str:
         return self.server.username or ""
+
+
+class _OAuthBearerExchange:
+    """The token's `exp` bounds the session: lifetime_ms counts from the evaluation that accepted it."""
+
+    def __init__(self, server: OAuthBearerServer):
+        self.server = server
+        self.lifetime_ms: int | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        now_ms = int(time.time() * 1000)
+        answer = self.server.evaluate(token, now_ms)
+        if self.server.complete:
+            # at least 1 ms: a token let in by clock skew ends its session at once, as in Kafka (0 is "no limit")
+            self.lifetime_ms = max(min(self.server.token.expires_ms, LONG_MAX) - now_ms, 1)
+        return answer
+
+    @property
+    def complete(self) -> bool:
+        return self.server.complete
+
+    @property
+    def authorization_id(self) -> str:
+        return self.server.authorization_id
 
 
 class _Refused:
