@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -28,6 +28,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
 
 from tests.conftest import NodeProcess, free_port
+from tests.e2e.client_roundtrip import confluent_roundtrip
 from tests.e2e.raw_client import RawClient
 from tests.security.certificates import CertificateAuthority
 
@@ -121,21 +122,7 @@ def values(count: int = RECORDS) -> list[bytes]:
 
 @pytest.mark.parametrize("way", WAYS_IN, ids=WAY_IDS)
 def test_confluent_kafka_produces_and_consumes(secured, way):
-    topic = f"auth-ck-{uuid.uuid4().hex[:6]}"
-    producer = Producer(librdkafka_settings(secured, way, acks="all"))
-    for value in values():
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer(librdkafka_settings(secured, way, **{"group.id": topic, "auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < RECORDS and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            got.append(message.value())
-    consumer.close()
-    assert got == values()
+    assert confluent_roundtrip(librdkafka_settings(secured, way), "auth-ck", values()) == values()
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by `make test`")

@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
 
@@ -21,6 +21,7 @@ except ImportError:  # kafka-python before 3.0
 
 from odradek.security.oauthbearer import LOGIN_MODULE, client_initial_response, unsecured_jwt
 from tests.conftest import NodeProcess, free_port
+from tests.e2e import client_roundtrip
 from tests.e2e.raw_client import RawClient
 from tests.security.jwts import SigningKey, claims, jwks
 
@@ -85,21 +86,7 @@ def librdkafka_settings(node, listener: str, token: str | None = None, **overrid
 
 
 def confluent_roundtrip(settings: dict) -> None:
-    topic = f"oauth-ck-{uuid.uuid4().hex[:6]}"
-    producer = Producer({**settings, "acks": "all"})
-    for value in values():
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**settings, "group.id": topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < RECORDS and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            got.append(message.value())
-    consumer.close()
-    assert got == values()
+    assert client_roundtrip.confluent_roundtrip(settings, "oauth-ck", values()) == values()
 
 
 def test_confluent_kafka_with_an_unsecured_jwt(node):
