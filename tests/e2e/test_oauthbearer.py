@@ -5,11 +5,16 @@ bound a session, and clients re-authenticate on the same connection (KIP-368) be
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import subprocess
 import time
 import uuid
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
@@ -249,3 +254,55 @@ def test_kafka_python_re_authenticates_and_keeps_producing(node):
     assert sent > 10
     assert "the SASL session expired" not in node.log_text()[log_before:]
     assert "Traceback" not in node.log_text()
+
+
+# --- aiokafka and kcat ------------------------------------------------------------------------------------------
+
+
+class AioToken(AioTokenProvider):
+    def __init__(self, token: str):
+        self.value = token
+
+    async def token(self) -> str:
+        return self.value
+
+
+def test_aiokafka_produces_and_consumes_with_a_signed_jwt(node):
+    settings = {"bootstrap_servers": f"127.0.0.1:{node.ports['SIGNED']}", "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": AioToken(signed_token(node.key, "carol"))}
+    topic = f"oauth-aio-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> list[bytes]:
+        producer = AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for value in values():
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        try:
+            got = []
+            while len(got) < RECORDS:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+                got += [message.value for messages in batch.values() for message in messages]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(scenario()) == values()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by `make test`")
+def test_kcat_produces_and_consumes_with_an_unsecured_jwt(node):
+    topic = f"oauth-kcat-{uuid.uuid4().hex[:6]}"
+    options = ["-b", f"127.0.0.1:{node.ports['UNSECURED']}", "-Xsecurity.protocol=SASL_PLAINTEXT",
+               "-Xsasl.mechanism=OAUTHBEARER", "-Xenable.sasl.oauthbearer.unsecure.jwt=true",
+               "-Xsasl.oauthbearer.config=principal=dave"]
+    lines = [value.decode() for value in values()]
+    subprocess.run(["kcat", *options, "-P", "-t", topic], input="\n".join(lines) + "\n", text=True, check=True,
+                   timeout=60, capture_output=True)
+    out = subprocess.run(["kcat", *options, "-C", "-t", topic, "-o", "beginning", "-e"], text=True, check=True,
+                         timeout=60, capture_output=True).stdout
+    assert out.splitlines() == lines
