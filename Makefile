@@ -44,7 +44,7 @@ run: $(VENV)/.installed
 	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
 
 test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
 # The native load generator of `benchmarks/throughput.py --load-generator rdkafka`: compiled with Debian's
