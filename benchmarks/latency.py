@@ -63,10 +63,11 @@ def main() -> None:
             one_run(broker.bootstrap, 10000, args.seconds, args.value_bytes, "plain-0", brokers.values())
         base = args.brokers[-1]
         print(f"acks=all, one partition, {args.value_bytes} B records, {args.seconds:g} s per run after 1 s of "
-              f"warm-up, median of {args.runs} interleaved runs; x = p99 / {base}'s p99")
+              f"warm-up, median of {args.runs} interleaved runs (p99 range: lowest and highest p99 of the runs); "
+              f"x = p99 / {base}'s p99")
         print()
-        print("| producer | rate/s | broker | achieved/s | p50 ms | p99 ms | p99.9 ms | max ms | x |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| producer | rate/s | broker | achieved/s | p50 ms | p99 ms | p99 range ms | p99.9 ms | max ms | x |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for producer in args.producers:
             for rate in args.rates:
                 runs = {name: [] for name in brokers}
@@ -82,12 +83,13 @@ def main() -> None:
                 for name, results in runs.items():
                     if name not in medians:
                         failure = next(r for r in results if isinstance(r, str))
-                        print(f"| {producer} | {rate:,} | {name} | failed: {failure} | | | | | |", flush=True)
+                        print(f"| {producer} | {rate:,} | {name} | failed: {failure} | | | | | | |", flush=True)
                         continue
                     achieved, p50, p99, p999, worst = medians[name]
                     ratio = f"{p99 / medians[base][2]:.2f}" if base in medians else ""
-                    print(f"| {producer} | {rate:,} | {name} | {achieved:,.0f} | {p50:.2f} | {p99:.2f} | {p999:.2f} "
-                          f"| {worst:.2f} | {ratio} |", flush=True)
+                    p99s = [result[2] for result in results]
+                    print(f"| {producer} | {rate:,} | {name} | {achieved:,.0f} | {p50:.2f} | {p99:.2f} "
+                          f"| {min(p99s):.2f}–{max(p99s):.2f} | {p999:.2f} | {worst:.2f} | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":

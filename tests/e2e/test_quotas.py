@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 )
 
 from odradek.protocol.records import build_batch
-from tests.conftest import NodeProcess
+from tests.conftest import NodeProcess, free_port
 from tests.e2e.raw_client import RawClient
 
 WINDOWS = {"quota.window.num": "2", "group.initial.rebalance.delay.ms": "0"}
@@ -264,3 +264,34 @@ def test_max_connection_creation_rate_makes_new_connections_wait(node_factory):
             sock.close()
     # Ten connections at 4 a second, after one second's worth: they cannot all have been accepted within a second.
     assert time.monotonic() - start >= 1.0
+
+
+def test_a_topic_the_principal_may_not_create_is_refused_as_such_never_throttled(tmp_path):
+    """With an authorizer, authorization comes before the mutation quota (as in Kafka): once alice's bucket is
+    empty, a topic she may not create is still TOPIC_AUTHORIZATION_FAILED, one she may is throttled."""
+    admin_port, sasl_port = free_port(), free_port()
+    node = NodeProcess(tmp_path / "data", port=admin_port, settings={
+        "listeners": f"ADMIN://127.0.0.1:{admin_port},SASL://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "ADMIN:PLAINTEXT,SASL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "ADMIN",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";',
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS"}).start()
+    try:
+        set_quotas(node, {"user": "alice"}, controller_mutation_rate=1)  # a burst of 11 partitions
+        with RawClient(node.bootstrap) as client:  # alice may create topics named alice-*
+            created = client.request(30, 3, {"creations": [{
+                "resource_type": 2, "resource_name": "alice-", "resource_pattern_type": 4, "principal": "User:alice",
+                "host": "*", "operation": 5, "permission_type": 3}]})  # TOPIC, PREFIXED, CREATE, ALLOW
+            assert created["results"][0]["error_code"] == 0
+        with RawClient(f"127.0.0.1:{sasl_port}", timeout=30) as client:
+            client.sasl_plain("alice", "alice-secret")
+            first = create_topics_v7(client, [("alice-a", 40)], "alice-tool")
+            assert first["topics"][0]["error_code"] == 0  # the burst and some 30 s of refill, now spent
+            second = create_topics_v7(client, [("bob-x", 1), ("alice-b", 1)], "alice-tool")
+            assert {t["name"]: t["error_code"] for t in second["topics"]} == {
+                "bob-x": 29, "alice-b": 89}  # TOPIC_AUTHORIZATION_FAILED, THROTTLING_QUOTA_EXCEEDED
+    finally:
+        node.stop()

@@ -3,7 +3,9 @@ and the client's message."""
 
 import pytest
 
+from odradek.config import BrokerConfig, ConfigError
 from odradek.security.jaas import JaasEntry, parse_jaas_config
+from odradek.security.listener import ListenerSecurity
 from odradek.security.plain import PlainServer, password_checker, plain_client_response, plain_users_from_jaas
 from odradek.security.sasl_errors import SaslAuthenticationError
 
@@ -101,3 +103,16 @@ def test_client_response_is_authzid_username_password_separated_by_nul():
     assert plain_client_response("admin", "admin-secret") == b"\0admin\0admin-secret"
     assert plain_client_response("admin", "admin-secret", authzid="admin") == b"admin\0admin\0admin-secret"
     assert server().evaluate(plain_client_response("userB", "passwordB")) == "userB"
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256"])
+def test_a_java_callback_handler_for_plain_or_scram_stops_the_node(mechanism):
+    # Checking the JAAS users instead of the operator's LDAP (say) would let in whom it keeps out.
+    config = BrokerConfig({
+        "listeners": "SASL://127.0.0.1:9092", "listener.security.protocol.map": "SASL:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": mechanism.upper(),
+        "listener.name.sasl.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                                     'required user_alice="alice-secret";',
+        f"listener.name.sasl.{mechanism}.sasl.server.callback.handler.class": "com.example.LdapCallbackHandler"})
+    with pytest.raises(ConfigError, match="Java callback handlers are not supported"):
+        ListenerSecurity(config, "SASL", lambda *_: None)

@@ -2,7 +2,8 @@
 
 A request goes to the controller-listener handler of this node when this node is the active controller,
 otherwise as a Kafka request to the quorum leader's controller listener, retried across elections until
-`timeout_s`. Brokers send their own requests this way (registration, heartbeats, AlterPartition, producer
+`timeout_s` (also when only some of its results say NOT_CONTROLLER, as Kafka's channel to the controller
+does). Brokers send their own requests this way (registration, heartbeats, AlterPartition, producer
 id blocks) and forward the admin requests of clients (CreateTopics, configs, ...), as Kafka brokers do.
 """
 
@@ -28,6 +29,17 @@ def from_controller_side(broker, ctx: RequestContext) -> bool:
         listener.name == ctx.connection.listener for listener in broker.config.controller_listeners)
 
 
+def _names_not_controller(body) -> bool:
+    """Whether NOT_CONTROLLER is anywhere in a response, top level or per result (CreateAcls, CreateTopics, ...):
+    Kafka's brokers retry such a request at the new controller rather than pass the error on."""
+    if isinstance(body, dict):
+        return body.get("error_code") == ErrorCode.NOT_CONTROLLER or any(
+            isinstance(value, list | dict) and _names_not_controller(value) for value in body.values())
+    if isinstance(body, list):
+        return any(_names_not_controller(item) for item in body)
+    return False
+
+
 class ControllerChannel:
     def __init__(self, node):
         self.node = node
@@ -43,21 +55,22 @@ class ControllerChannel:
         node = self.node
         deadline = time.monotonic() + timeout_s
         while True:
-            if node.controller.is_active:
-                return await self._local(api_key, api_version, body)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "no active controller answered in time")
-            leader = node.quorum.leader_id
-            if leader < 0 or leader == node.node_id:
-                await asyncio.sleep(RETRY_BACKOFF_S)  # an election, or our own leadership not yet active
-                continue
-            try:
-                response = await self.clients.request(leader, api_key, api_version, body, remaining)
-            except (ConnectionError, TimeoutError):
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
-            if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
+            if node.controller.is_active:
+                response = await self._local(api_key, api_version, body)
+            else:
+                leader = node.quorum.leader_id
+                if leader < 0 or leader == node.node_id:
+                    await asyncio.sleep(RETRY_BACKOFF_S)  # an election, or our own leadership not yet active
+                    continue
+                try:
+                    response = await self.clients.request(leader, api_key, api_version, body, remaining)
+                except (ConnectionError, TimeoutError):
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+            if _names_not_controller(response):
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             return response

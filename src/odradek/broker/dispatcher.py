@@ -4,7 +4,7 @@ A handler is `handle(ctx, request) -> dict | Awaitable[dict] | Deferred | None` 
 range the broker supports; None means no response (Produce with acks=0), a Deferred an answer that waits
 while the connection goes on (network/server.py). While client quotas are configured, `quotas` sees each
 request before its handler and its response body before it is encoded (broker/quota_enforcement.py).
-While the node has an authorizer, `authorization` stands between the dispatcher and the handlers
+While the node has an authorizer, `authorization` stands between the dispatcher and the handlers, quotas included
 (broker/authorization/).
 """
 
@@ -79,11 +79,12 @@ class Dispatcher:
             raise CloseConnection(f"malformed {api.name} v{header.api_version} request "
                                   f"(correlation id {header.correlation_id}, client {header.client_id!r}): {exc}") from None
         quota = self.quotas.begin(ctx, request, len(frame)) if self.quotas is not None and self.quotas.active else None
-        handle = route.handle
+        handle = route.handle if quota is None else functools.partial(quota.handle, route.handle)
         if self.authorization is not None and self.authorization.node.authorizer is not None:
-            handle = functools.partial(self.authorization.handle, handler=route.handle)
+            # Outside the quota, as in Kafka: what a principal may not do is refused as such, never throttled.
+            handle = functools.partial(self.authorization.handle, handler=handle)
         try:
-            result = handle(ctx, request) if quota is None else quota.handle(handle, ctx, request)
+            result = handle(ctx, request)
         except CloseConnection:  # the handler's verdict on a request Kafka would not parse
             raise
         except Exception:

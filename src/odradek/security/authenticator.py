@@ -59,6 +59,7 @@ class SaslAuthenticator:
         self.principal: str | None = None  # "User:<authorization id>" once authenticated
         self.mechanism: str | None = None
         self.session_expires_ms: int | None = None
+        self._session_limit = ""  # what ends the session: connections.max.reauth.ms or the credential's expiry
         self._exchange: MechanismServer | None = None
         self._reauthenticating = False
 
@@ -67,7 +68,7 @@ class SaslAuthenticator:
         if self.state == self.AUTHENTICATED:
             if self.session_expires_ms is not None and now_ms >= self.session_expires_ms \
                     and api_key != SASL_HANDSHAKE:
-                return "the SASL session expired (connections.max.reauth.ms) and the client did not re-authenticate"
+                return f"the SASL session expired ({self._session_limit}) and the client did not re-authenticate"
             return None
         if api_key not in BEFORE_AUTHENTICATION:
             return f"unexpected request with api key {api_key} before SASL authentication completed"
@@ -104,7 +105,10 @@ class SaslAuthenticator:
             return self._fail(f"Cannot change principals during re-authentication from {self.principal}: {principal}")
         self.principal = principal
         self.state = self.AUTHENTICATED
-        lifetime = self._session_lifetime_ms(self._exchange.lifetime_ms)
+        credential_lifetime_ms = self._exchange.lifetime_ms
+        lifetime = self._session_lifetime_ms(credential_lifetime_ms)
+        self._session_limit = ("the token's expiry" if credential_lifetime_ms is not None
+                               and lifetime == max(credential_lifetime_ms, 0) else "connections.max.reauth.ms")
         # a v0 client cannot be told the lifetime, and so never re-authenticates: its session does not expire
         self.session_expires_ms = now_ms + lifetime if lifetime and version >= 1 else None
         self._exchange = None

@@ -75,6 +75,14 @@ class ListenerSecurity:
                               f"{', '.join(SUPPORTED_MECHANISMS)}")
         mechanisms: dict[str, Callable[[], MechanismServer]] = {}
         for name in enabled:
+            handler = config.listener_setting(self.listener, "sasl.server.callback.handler.class",
+                                              mechanism=name.lower())
+            if handler and name != "OAUTHBEARER":
+                # A custom callback (LDAP for PLAIN, say) is a Java class: checking the JAAS users instead would
+                # let in whom the operator meant to keep out.
+                raise ConfigError(f"listener.name.{self.listener.lower()}.{name.lower()}.sasl.server.callback."
+                                  f"handler.class={handler}: Java callback handlers are not supported; {name} "
+                                  f"takes its users from {'the JAAS config' if name == 'PLAIN' else 'the metadata log'}")
             if name == "PLAIN":
                 check = password_checker(self._plain_users(config))
                 mechanisms[name] = lambda check=check: _PlainExchange(PlainServer(check))
