@@ -3,12 +3,17 @@
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.raw_client import RawClient
 
 
 def pytest_addoption(parser):
@@ -120,14 +125,53 @@ FAST_CLUSTER_SETTINGS = {
 }
 
 
+# A SASL_SSL cluster's clients log in as this user, whose credential `odradek storage format --add-scram` writes.
+CLIENT_MECHANISM, CLIENT_USER, CLIENT_PASSWORD = "SCRAM-SHA-512", "admin", "admin-secret"
+# The nodes log in to one another with PLAIN as "node", on the client (inter-broker) and controller listeners.
+NODE_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="node" '
+             'password="node-secret" user_node="node-secret";')
+SECURITIES = ("PLAINTEXT", "SASL_SSL")
+
+
 class Cluster:
     """Nodes of one metadata quorum, formatted with one cluster id. By default every node is a voter and a
-    broker (combined mode); `roles` gives each node's process.roles instead (a broker-only node is no voter)."""
+    broker (combined mode); `roles` gives each node's process.roles instead (a broker-only node is no voter).
+
+    With security="SASL_SSL" every listener (client, replication, controller) is SASL_SSL: the listener names
+    stay PLAINTEXT and CONTROLLER, mapped to SASL_SSL; the nodes log in to one another with PLAIN, clients with
+    SCRAM-SHA-512 as CLIENT_USER (no authorizer, so it may do anything). `client_config` and what derives from
+    it give each kind of client what it needs to connect."""
 
     def __init__(self, directory: Path, count: int, settings: dict[str, str] | None = None,
-                 roles: list[str] | None = None):
+                 roles: list[str] | None = None, security: str = "PLAINTEXT"):
         from odradek.broker.node import format_storage, new_cluster_id
+        from odradek.cli.storage import scram_records
         from odradek.config import BrokerConfig
+        from odradek.controller import bootstrap
+        from tests.security.certificates import CertificateAuthority
+
+        if security not in SECURITIES:
+            raise ValueError(f"security={security!r}: expected one of {SECURITIES}")
+        self.security = security
+        self.ca: Path | None = None  # the CA that signed the nodes' certificates
+        self.command_config: Path | None = None  # client_config as a properties file
+        security_settings, bootstrap_records = {}, []
+        if security == "SASL_SSL":
+            authority = CertificateAuthority(directory / "ca")
+            keys = authority.issue("node")
+            self.ca = authority.path
+            security_settings = {
+                "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:SASL_SSL",
+                "ssl.keystore.location": str(keys.keystore), "ssl.truststore.location": str(authority.path),
+                "sasl.enabled.mechanisms": f"PLAIN,{CLIENT_MECHANISM}",
+                "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
+                "listener.name.plaintext.plain.sasl.jaas.config": NODE_JAAS,
+                "listener.name.controller.plain.sasl.jaas.config": NODE_JAAS,
+            }
+            bootstrap_records = scram_records([f"{CLIENT_MECHANISM}=[name={CLIENT_USER},password={CLIENT_PASSWORD}]"])
+            self.command_config = directory / "client.properties"
+            self.command_config.write_text("".join(f"{key}={value}\n" for key, value in self.client_config.items()))
 
         roles = roles or ["broker,controller"] * count
         ports = [(free_port(), free_port()) for _ in roles]
@@ -139,10 +183,14 @@ class Cluster:
             listeners = [f"PLAINTEXT://127.0.0.1:{port}"] if "broker" in roles[i - 1] else []
             listeners += [f"CONTROLLER://127.0.0.1:{controller}"] if "controller" in roles[i - 1] else []
             node_settings = {"node.id": str(i), "process.roles": roles[i - 1], "listeners": ",".join(listeners),
-                             "controller.quorum.voters": voters, **FAST_CLUSTER_SETTINGS, **(settings or {})}
+                             "controller.quorum.voters": voters, **FAST_CLUSTER_SETTINGS, **security_settings,
+                             **(settings or {})}
             # A controller-only node has no client listener: it is up once its controller listener is.
             node = NodeProcess(directory / f"node-{i}", port=port if listeners[0].startswith("PLAINTEXT") else controller,
                                settings=node_settings)
+            if bootstrap_records:  # as `odradek storage format --add-scram` does, before meta.properties
+                node.data_dir.mkdir(parents=True, exist_ok=True)
+                bootstrap.write_records(str(node.data_dir), bootstrap_records)
             format_storage(BrokerConfig({**node_settings, "log.dirs": str(node.data_dir)}), self.cluster_id)
             self.nodes.append(node)
 
@@ -164,6 +212,48 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.brokers)
 
+    @property
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings (confluent-kafka, kcat, the odradek CLI) for the client listeners, but
+        bootstrap.servers; none for PLAINTEXT. Every other client's settings derive from these."""
+        if self.security == "PLAINTEXT":
+            return {}
+        return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca), "sasl.mechanism": CLIENT_MECHANISM,
+                "sasl.username": CLIENT_USER, "sasl.password": CLIENT_PASSWORD}
+
+    def client_settings(self, settings: dict | None = None, bootstrap: str | None = None) -> dict:
+        """confluent-kafka settings: `settings` with bootstrap.servers (every broker, or `bootstrap`) and the
+        cluster's security."""
+        return {"bootstrap.servers": bootstrap or self.bootstrap, **self.client_config, **(settings or {})}
+
+    @property
+    def kafka_python_config(self) -> dict[str, str]:
+        """Keyword arguments of kafka-python's clients, but bootstrap_servers."""
+        config = self.client_config
+        names = {"security.protocol": "security_protocol", "ssl.ca.location": "ssl_cafile",
+                 "sasl.mechanism": "sasl_mechanism", "sasl.username": "sasl_plain_username",
+                 "sasl.password": "sasl_plain_password"}
+        return {names[key]: value for key, value in config.items()}
+
+    @property
+    def kcat_args(self) -> list[str]:
+        return [arg for key, value in self.client_config.items() for arg in ("-X", f"{key}={value}")]
+
+    @property
+    def cli_args(self) -> list[str]:
+        """The connection options of `odradek` client commands, but --bootstrap-server."""
+        return ["--command-config", str(self.command_config)] if self.command_config else []
+
+    def raw_client(self, node: NodeProcess, timeout: float = 10.0) -> "RawClient":
+        """A RawClient connected to one node's client listener, logged in as the other clients are."""
+        from tests.e2e.raw_client import RawClient
+
+        if self.security == "PLAINTEXT":
+            return RawClient(node.bootstrap, timeout)
+        client = RawClient(node.bootstrap, timeout, ssl_context=ssl.create_default_context(cafile=str(self.ca)))
+        client.sasl_login(CLIENT_MECHANISM, CLIENT_USER, CLIENT_PASSWORD)
+        return client
+
     def stop(self) -> None:
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
@@ -174,17 +264,25 @@ class Cluster:
 
 @pytest.fixture
 def cluster_factory(tmp_path):
-    """Start clusters: cluster_factory(3, {"min.insync.replicas": "2"})."""
+    """Start clusters: cluster_factory(3, {"min.insync.replicas": "2"}), cluster_factory(3, security="SASL_SSL")."""
     clusters: list[Cluster] = []
 
-    def make(count: int = 3, settings: dict[str, str] | None = None, roles: list[str] | None = None) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", len(roles) if roles else count, settings, roles)
+    def make(count: int = 3, settings: dict[str, str] | None = None, roles: list[str] | None = None,
+             security: str = "PLAINTEXT") -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", len(roles) if roles else count, settings, roles,
+                          security)
         clusters.append(cluster)
         return cluster.start()
 
     yield make
     for cluster in clusters:
         cluster.stop()
+
+
+@pytest.fixture(params=SECURITIES)
+def security(request) -> str:
+    """Runs a test once with PLAINTEXT and once with SASL_SSL on every listener: cluster_factory(3, security=security)."""
+    return request.param
 
 
 @pytest.fixture

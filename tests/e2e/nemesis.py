@@ -225,6 +225,10 @@ class ProxiedCluster:
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
 
+    def client_settings(self, settings: dict | None = None, bootstrap: str | None = None) -> dict:
+        """confluent-kafka settings, as conftest's Cluster.client_settings gives them; clients need no security here."""
+        return {"bootstrap.servers": bootstrap or self.bootstrap, **(settings or {})}
+
     def start(self, timeout: float = 60.0) -> "ProxiedCluster":
         for node in self.nodes:
             node.spawn()

@@ -1,16 +1,22 @@
 """A minimal blocking Kafka protocol client built on Odradek's own codec, for tests that craft requests by hand."""
 
 import socket
+import ssl
 import struct
 
 from odradek.protocol.headers import encode_request_header
 from odradek.protocol.messages import API_BY_KEY
+from odradek.security.client_login import PlainLogin, ScramLogin
+from odradek.security.scram import ScramClient, ScramMechanism, random_nonce
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0):
+    def __init__(self, bootstrap: str, timeout: float = 10.0, ssl_context: ssl.SSLContext | None = None):
+        """Connects to host:port, over TLS when given an `ssl_context`."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.correlation_id = 0
 
     def close(self) -> None:
@@ -23,14 +29,22 @@ class RawClient:
         self.close()
 
     def sasl_plain(self, username: str, password: str) -> None:
-        """Log in with SASL PLAIN (SaslHandshake v1, then SaslAuthenticate), as on a SASL_PLAINTEXT listener."""
-        handshake = self.request(17, 1, {"mechanism": "PLAIN"})
+        self.sasl_login("PLAIN", username, password)
+
+    def sasl_login(self, mechanism: str, username: str, password: str) -> None:
+        """Log in with SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: SaslHandshake v1, then SaslAuthenticate until
+        the exchange is over."""
+        handshake = self.request(17, 1, {"mechanism": mechanism})
         if handshake["error_code"]:
-            raise ConnectionError(f"SaslHandshake refused PLAIN: error {handshake['error_code']}")
-        token = b"\0" + username.encode() + b"\0" + password.encode()
-        answer = self.request(36, 2, {"auth_bytes": token})
-        if answer["error_code"]:
-            raise ConnectionError(f"SASL PLAIN login of {username} failed: {answer['error_message']}")
+            raise ConnectionError(f"SaslHandshake refused {mechanism}: error {handshake['error_code']}")
+        login = (PlainLogin(username, password) if mechanism == "PLAIN" else
+                 ScramLogin(ScramClient(ScramMechanism.by_name(mechanism), username, password, random_nonce)))
+        token = login.first()
+        while token is not None:
+            answer = self.request(36, 2, {"auth_bytes": token})
+            if answer["error_code"]:
+                raise ConnectionError(f"SASL {mechanism} login of {username} failed: {answer['error_message']}")
+            token = login.next(answer["auth_bytes"])
 
     def send_frame(self, payload: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)

@@ -279,7 +279,7 @@ def test_a_leader_that_wrote_nothing_in_its_epoch_rejoins_the_isr_as_a_follower(
     ends with (1, 10), C's has no epoch 1: C tells B it diverged at epoch 0, end offset 10 = B's log end. B must
     drop its empty epoch and follow, not ask again forever."""
     cluster = cluster_factory(3, {"min.insync.replicas": "2"})
-    create_topic(cluster.bootstrap, "empty-epoch", partitions=1, replication=3)
+    create_topic(cluster, "empty-epoch", partitions=1, replication=3)
 
     def in_sync():
         return in_sync_everywhere(cluster.nodes, "empty-epoch", 1, 3)
@@ -337,7 +337,7 @@ def test_acknowledged_writes_survive_kills_freezes_and_network_cuts(proxied_clus
 
 def run_under_nemesis(cluster: ProxiedCluster, network: ProxyNetwork, nemesis: Nemesis) -> str:
     """Write and read while the nemesis runs; heal; read everything; check the history. A summary."""
-    create_topic(cluster.bootstrap, TOPIC, partitions=PARTITIONS, replication=3, min_insync_replicas=2)
+    create_topic(cluster, TOPIC, partitions=PARTITIONS, replication=3, min_insync_replicas=2)
     wait_for(lambda: in_sync_everywhere(cluster.nodes, TOPIC, PARTITIONS, 3), 30, "the new topic's replicas to be in sync")
     producer = NumberedProducer(cluster.bootstrap)
     readers = [ConfluentLiveReader(cluster.bootstrap), KafkaPythonLiveReader(cluster.bootstrap)]

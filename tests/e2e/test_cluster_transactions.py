@@ -3,6 +3,10 @@ the data partitions and of the transaction coordinator's __transaction_state par
 idempotent producer whose connections a proxy keeps dropping; a transaction whose coordinator dies before or
 while it commits.
 
+The cluster tests run twice (the `security` fixture): with PLAINTEXT listeners, and with SASL_SSL on every
+listener. The dropped-connections test runs PLAINTEXT only: its proxy reads the Kafka frames to cut connections
+just as a Produce response comes back, which it could not do in a TLS stream without terminating TLS itself.
+
 Replay a failure with `pytest tests/e2e/test_cluster_transactions.py --seed N`: the fault choices come from the
 seed (the timing of the clients and nodes around them does not).
 """
@@ -17,11 +21,10 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.coordinator.group_coordinator import java_string_hash
 from tests.conftest import NodeProcess, free_port
-from tests.e2e.raw_client import RawClient
 from tests.e2e.test_cluster import create_topic, wait_for
 
 INTERNAL_PARTITIONS = 3
@@ -60,7 +63,7 @@ def running_bootstrap(cluster) -> str:
 
 def leaders(cluster, topic: str) -> dict[int, tuple[int, list[int]]]:
     """partition -> (leader, isr) from the Metadata of a running node."""
-    metadata = AdminClient({"bootstrap.servers": running_bootstrap(cluster)}).list_topics(topic, timeout=10)
+    metadata = AdminClient(cluster.client_settings(bootstrap=running_bootstrap(cluster))).list_topics(topic, timeout=10)
     found = metadata.topics[topic]
     if found.error is not None:
         raise KafkaException(found.error)
@@ -86,7 +89,7 @@ def list_offsets(cluster, topic: str, partition: int) -> tuple[int, int]:
     """(last stable offset, high watermark) as the partition's leader answers ListOffsets latest."""
     node = cluster.node(live_leader(cluster, topic, partition))
     answers = []
-    with RawClient(node.bootstrap) as client:
+    with cluster.raw_client(node) as client:
         for isolation in (1, 0):
             response = client.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
                 {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
@@ -98,9 +101,9 @@ def list_offsets(cluster, topic: str, partition: int) -> tuple[int, int]:
     return answers[0], answers[1]
 
 
-def feed(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+def feed(cluster, topic: str, count: int, partitions: int) -> None:
     """Values 0..count-1, value n in partition n % partitions, by a plain idempotent producer; all acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    producer = Producer(cluster.client_settings({"enable.idempotence": True, "acks": "all", "linger.ms": 5}))
     failed = []
     for n in range(count):
         producer.produce(topic, value=str(n).encode(), key=str(n).encode(), partition=n % partitions,
@@ -109,12 +112,13 @@ def feed(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     assert producer.flush(60) == 0 and not failed, failed[:5]
 
 
-def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int,
+def read_to_end(connection: dict, topic: str, partitions: int, isolation: str, expect: int,
                 timeout: float = 60) -> dict[int, list[tuple[int, str]]]:
     """partition -> [(offset, value)], from the beginning until at least `expect` records were read and every
     partition reported its end (the LSO for read_committed) after its last record; then one more second, so
-    that records past the expected count (duplicates) are seen too."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-{isolation}", "enable.auto.commit": False,
+    that records past the expected count (duplicates) are seen too. `connection`: bootstrap.servers and
+    security, as cluster.client_settings() gives them."""
+    consumer = Consumer({**connection, "group.id": f"final-{isolation}", "enable.auto.commit": False,
                          "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "error",
                          **CLIENT_SETTINGS})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -190,8 +194,8 @@ class Pipeline:
     """Reads `source` read_committed, writes each record's value to `sink` and the input offsets in one
     transaction per batch; recovers from errors as confluent-kafka's transactional API documents them."""
 
-    def __init__(self, bootstrap: str, source: str, sink: str, tid: str, group: str, deadline: float):
-        self.bootstrap, self.source, self.sink, self.tid, self.group = bootstrap, source, sink, tid, group
+    def __init__(self, cluster, source: str, sink: str, tid: str, group: str, deadline: float):
+        self.cluster, self.source, self.sink, self.tid, self.group = cluster, source, sink, tid, group
         self.deadline = deadline
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
@@ -214,9 +218,9 @@ class Pipeline:
         self.close()
         while True:
             self._check_deadline("init_transactions")
-            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.tid, "linger.ms": 5,
-                                 "client.id": "pipeline-producer",
-                                 "transaction.timeout.ms": 10000, **CLIENT_SETTINGS})
+            producer = Producer(self.cluster.client_settings({
+                "transactional.id": self.tid, "linger.ms": 5, "client.id": "pipeline-producer",
+                "transaction.timeout.ms": 10000, **CLIENT_SETTINGS}))
             try:
                 bounded(lambda producer=producer: producer.init_transactions(10), 20, "init_transactions")
                 self.producer = producer
@@ -228,10 +232,10 @@ class Pipeline:
                 self.stats["wedged-init"] += 1
                 self.events.append(f"{exc} at progress {self.progress}")
                 self.wedged.append(producer)
-        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                                  "client.id": "pipeline-consumer",
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, **CLIENT_SETTINGS})
+        self.consumer = Consumer(self.cluster.client_settings({
+            "group.id": self.group, "client.id": "pipeline-consumer", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+            **CLIENT_SETTINGS}))
         self.rewind()
 
     def rewind(self) -> None:
@@ -348,8 +352,8 @@ class Pipeline:
 class CommittedObserver:
     """A read_committed consumer that reads the sink from the beginning while the faults run."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int):
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+    def __init__(self, cluster, topic: str, partitions: int):
+        self.cluster, self.topic, self.partitions = cluster, topic, partitions
         self.read: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
         self.errors: Counter = Counter()
         self.anomalies: list[str] = []
@@ -357,9 +361,9 @@ class CommittedObserver:
         self.thread = threading.Thread(target=self._run, name="committed-observer", daemon=True)
 
     def _run(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "observer", "enable.auto.commit": False,
-                             "isolation.level": "read_committed", "auto.offset.reset": "error",
-                             "fetch.wait.max.ms": 100, **CLIENT_SETTINGS})
+        consumer = Consumer(self.cluster.client_settings({
+            "group.id": "observer", "enable.auto.commit": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "error", "fetch.wait.max.ms": 100, **CLIENT_SETTINGS}))
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():
@@ -378,18 +382,18 @@ class CommittedObserver:
 
 
 @pytest.mark.timeout(180)
-def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cluster_factory, seed):
+def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cluster_factory, seed, security):
     rng = random.Random(seed)
-    cluster = cluster_factory(3, TXN_CLUSTER_SETTINGS)
+    cluster = cluster_factory(3, TXN_CLUSTER_SETTINGS, security=security)
     source, sink = "eos-in", "eos-out"
     for topic in (source, sink):
-        create_topic(cluster.bootstrap, topic, partitions=EOS_PARTITIONS, replication=3, min_insync_replicas=2)
-    feed(cluster.bootstrap, source, EOS_RECORDS, EOS_PARTITIONS)
+        create_topic(cluster, topic, partitions=EOS_PARTITIONS, replication=3, min_insync_replicas=2)
+    feed(cluster, source, EOS_RECORDS, EOS_PARTITIONS)
     tid, group = f"eos-{seed}", f"eos-group-{seed}"
     coordinator_partition = txn_state_partition(tid)
 
     started = time.monotonic()
-    pipeline = Pipeline(cluster.bootstrap, source, sink, tid, group, started + EOS_SECONDS)
+    pipeline = Pipeline(cluster, source, sink, tid, group, started + EOS_SECONDS)
     pipeline.build()  # creates __transaction_state and __consumer_offsets
     internal = ["__transaction_state", "__consumer_offsets"]
     wait_for(lambda: all_in_sync(cluster, [source, sink, *internal]), 30, "every replica in sync")
@@ -425,7 +429,7 @@ def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cl
         except Exception as exc:
             fault_errors.append(repr(exc))
 
-    observer = CommittedObserver(cluster.bootstrap, sink, EOS_PARTITIONS)
+    observer = CommittedObserver(cluster, sink, EOS_PARTITIONS)
     observer.thread.start()
     killer = threading.Thread(target=nemesis, name="nemesis", daemon=True)
     killer.start()
@@ -453,7 +457,7 @@ def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cl
         elapsed = time.monotonic() - started
         wait_for(lambda: all_in_sync(cluster, [source, sink, *internal]), 40, "every replica in sync at the end")
 
-        final = read_to_end(cluster.bootstrap, sink, EOS_PARTITIONS, "read_committed", EOS_RECORDS)
+        final = read_to_end(cluster.client_settings(), sink, EOS_PARTITIONS, "read_committed", EOS_RECORDS)
         counts = Counter(int(v) for records in final.values() for _, v in records)
         duplicates = {n: c for n, c in counts.items() if c > 1}
         missing = sorted(set(range(EOS_RECORDS)) - set(counts))
@@ -470,7 +474,7 @@ def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cl
         for p in range(EOS_PARTITIONS):
             wait_for(lambda p=p: (lambda lso, hw: lso == hw and lso >= 0)(*list_offsets(cluster, sink, p)), 20,
                      f"the LSO of {sink}-{p} to reach its high watermark")
-        uncommitted = read_to_end(cluster.bootstrap, sink, EOS_PARTITIONS, "read_uncommitted", EOS_RECORDS)
+        uncommitted = read_to_end(cluster.client_settings(), sink, EOS_PARTITIONS, "read_uncommitted", EOS_RECORDS)
         aborted_records = sum(map(len, uncommitted.values())) - EOS_RECORDS
 
         # The concurrent read_committed consumer saw a subset of the final log, in order, no aborted record.
@@ -607,7 +611,8 @@ def test_idempotent_producer_through_dropped_connections_writes_each_record_once
     try:
         node.start()
         bootstrap = f"127.0.0.1:{proxy_port}"  # every connection, bootstrap or advertised, goes through the proxy
-        create_topic(bootstrap, "drops", partitions=IDEMPOTENT_PARTITIONS, replication=1)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+        admin.create_topics([NewTopic("drops", IDEMPOTENT_PARTITIONS, 1)])["drops"].result(30)
 
         acked: dict[int, tuple[int, int]] = {}
         failed: dict[int, str] = {}
@@ -644,7 +649,8 @@ def test_idempotent_producer_through_dropped_connections_writes_each_record_once
         assert not fatal and not failed and remaining == 0, context
         assert len(acked) == IDEMPOTENT_RECORDS, context
 
-        log = read_to_end(bootstrap, "drops", IDEMPOTENT_PARTITIONS, "read_uncommitted", IDEMPOTENT_RECORDS)
+        log = read_to_end({"bootstrap.servers": bootstrap}, "drops", IDEMPOTENT_PARTITIONS, "read_uncommitted",
+                          IDEMPOTENT_RECORDS)
         counts = Counter(int(v) for records in log.values() for _, v in records)
         duplicates = sorted(n for n, c in counts.items() if c > 1)
         assert not duplicates, f"{len(duplicates)} values written twice, e.g. {duplicates[:20]}; {context}"
@@ -670,14 +676,14 @@ LEDGER_PER_PARTITION = 50
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("moment", ["before-commit", "during-commit"])
-def test_transaction_is_all_or_nothing_across_a_coordinator_failover(cluster_factory, seed, moment):
+def test_transaction_is_all_or_nothing_across_a_coordinator_failover(cluster_factory, seed, moment, security):
     rng = random.Random(seed)
-    cluster = cluster_factory(3, TXN_CLUSTER_SETTINGS)
+    cluster = cluster_factory(3, TXN_CLUSTER_SETTINGS, security=security)
     topic = "ledger"
-    create_topic(cluster.bootstrap, topic, partitions=2, replication=3, min_insync_replicas=2)
+    create_topic(cluster, topic, partitions=2, replication=3, min_insync_replicas=2)
     tid = f"ledger-{seed}"
-    config = {"bootstrap.servers": cluster.bootstrap, "transactional.id": tid, "linger.ms": 5,
-              "transaction.timeout.ms": 15000, **CLIENT_SETTINGS}
+    config = cluster.client_settings({"transactional.id": tid, "linger.ms": 5, "transaction.timeout.ms": 15000,
+                                      **CLIENT_SETTINGS})
     producer = Producer(config)
     producer.init_transactions(30)
 
@@ -754,7 +760,8 @@ def test_transaction_is_all_or_nothing_across_a_coordinator_failover(cluster_fac
     events.append("the next transaction committed")
 
     expect = 2 * LEDGER_PER_PARTITION * (2 if outcome == "aborted" else 3)
-    committed = read_to_end(cluster.bootstrap, topic, 2, "read_committed", 2 * LEDGER_PER_PARTITION * 2, timeout=30)
+    committed = read_to_end(cluster.client_settings(), topic, 2, "read_committed", 2 * LEDGER_PER_PARTITION * 2,
+                            timeout=30)
     seen = Counter(v.split("-")[0] for records in committed.values() for _, v in records)
     context = f"seed {seed}; {moment}; {events}; read_committed saw {dict(seen)}"
     assert seen["first"] == 2 * LEDGER_PER_PARTITION and seen["last"] == 2 * LEDGER_PER_PARTITION, \
@@ -774,6 +781,6 @@ def test_transaction_is_all_or_nothing_across_a_coordinator_failover(cluster_fac
     for p in (0, 1):
         lso, hw = list_offsets(cluster, topic, p)
         assert lso == hw, f"partition {p}: LSO {lso} behind the high watermark {hw}; {context}"
-    uncommitted = read_to_end(cluster.bootstrap, topic, 2, "read_uncommitted", 2 * LEDGER_PER_PARTITION * 3)
+    uncommitted = read_to_end(cluster.client_settings(), topic, 2, "read_uncommitted", 2 * LEDGER_PER_PARTITION * 3)
     assert sum(v.startswith("middle") for r in uncommitted.values() for _, v in r) == 2 * LEDGER_PER_PARTITION
     print(context)

@@ -50,26 +50,18 @@ def cluster_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_quorum(bootstrap: str, timeout_s: float) -> dict:
-    """DescribeQuorum through any broker (it forwards to the quorum leader)."""
-    import asyncio
+def describe_quorum(args: argparse.Namespace) -> dict:
+    """DescribeQuorum through the bootstrap server (any broker forwards it to the quorum leader), connecting with
+    --command-config's TLS and SASL as the admin client does."""
+    from odradek.cli.connection import run_requests
 
-    from odradek.network.client import NodeConnection
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
 
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    async def ask(brokers) -> dict:
+        await brokers.metadata()  # finds the bootstrap server that answers
+        return await brokers.request(brokers.bootstrap_address, 55, 1, body)
 
-    async def ask() -> dict:
-        connection = NodeConnection(host, int(port), client_id="odradek-cli")
-        try:
-            return await connection.request(55, 1, {"topics": [{"topic_name": "__cluster_metadata",
-                                                                 "partitions": [{"partition_index": 0}]}]}, timeout_s)
-        finally:
-            connection.close()
-
-    try:
-        response = asyncio.run(ask())
-    except (OSError, TimeoutError) as exc:
-        raise CliError(f"cannot describe the metadata quorum at {bootstrap}: {exc}") from None
+    response = run_requests(args, ask)
     partitions = [p for t in response["topics"] for p in t["partitions"]]
     if response["error_code"] or not partitions or partitions[0]["error_code"]:
         code = response["error_code"] or (partitions[0]["error_code"] if partitions else -1)
@@ -85,7 +77,7 @@ def describe_quorum(bootstrap: str, timeout_s: float) -> dict:
 def cluster_status(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     metadata = cluster_metadata(admin, args)
-    quorum = describe_quorum(args.bootstrap_server, args.timeout)
+    quorum = describe_quorum(args)
     leaders = Counter(p.leader for t in metadata.topics.values() for p in t.partitions.values())
     hosted = Counter(r for t in metadata.topics.values() for p in t.partitions.values() for r in p.replicas)
     under = [{"topic": name, "partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
