@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 # pyspark 4.0.x for Spark 4.0's own Kafka connector (tests/spark_kafka_connector): its jars fail under pyspark 4.3.
 SPARK40_VENV := .venv-spark40
 PORT ?= 9092
+METRICS_PORT ?= 9644
 DATA ?= ./data
 
 .PHONY: run test lint bench clean system-deps
@@ -26,11 +27,14 @@ $(SPARK40_VENV)/.installed:
 	$(SPARK40_VENV)/bin/python -m pip install -q 'pyspark==4.0.*'
 	touch $@
 
-# Debian packages the tests need: kcat (the librdkafka command-line client) and a Java 17+ runtime for Spark.
+# Debian packages the tests need: kcat (the librdkafka command-line client), a Java 17+ runtime for Spark, and
+# chromium with its WebDriver for the console's browser tests.
 system-deps:
 	@MISSING=""; \
 	command -v kcat >/dev/null 2>&1 || MISSING="$$MISSING kcat"; \
 	command -v java >/dev/null 2>&1 || MISSING="$$MISSING openjdk-17-jre-headless"; \
+	command -v chromium >/dev/null 2>&1 || MISSING="$$MISSING chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || MISSING="$$MISSING chromium-driver"; \
 	[ -z "$$MISSING" ] || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$MISSING >/dev/null; }
@@ -40,8 +44,11 @@ run: $(VENV)/.installed
 	@echo "  echo hello | $(BIN)/odradek produce demo --bootstrap-server 127.0.0.1:$(PORT)"
 	@echo "  $(BIN)/odradek consume demo --from-beginning --bootstrap-server 127.0.0.1:$(PORT)"
 	@echo "  or with kcat: echo hello | kcat -b 127.0.0.1:$(PORT) -t demo -P; kcat -b 127.0.0.1:$(PORT) -t demo -C -e"
+	@echo "Web console: http://127.0.0.1:$(METRICS_PORT)/"
+	@echo "Prometheus metrics: http://127.0.0.1:$(METRICS_PORT)/metrics (dashboard and alert rules: docs/monitoring.md)"
 	@echo "Ctrl-C stops the node."
-	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
+	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA) \
+	  --set metrics.listener=http://127.0.0.1:$(METRICS_PORT)
 
 test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -185,6 +185,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("num.recovery.threads.per.data.dir", "int", 2, "Kafka's log recovery thread count; Odradek recovers logs one at a time.", read_only=False),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, "Kafka's socket send buffer size; Odradek leaves buffer sizes to the OS."),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, "Kafka's socket receive buffer size; Odradek leaves buffer sizes to the OS."),
+    ConfigDef("metrics.listener", "string", "", "Odradek's HTTP port, as http://host:port: Prometheus metrics at /metrics (Kafka's JMX exporter names, docs/monitoring.md) and the web console at /. An empty host binds all interfaces; port 0 takes a free port, named in the log. Empty: no HTTP port."),
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
@@ -387,6 +388,22 @@ class Listener:
     port: int
 
 
+def parse_metrics_listener(value: str) -> tuple[str, int]:
+    """metrics.listener's http://host:port (a path of / or /metrics is allowed) -> (host, port); "" is all hosts."""
+    from urllib.parse import urlsplit
+
+    expected = f"metrics.listener: expected http://host:port (as http://127.0.0.1:9644), got {value!r}"
+    try:
+        url = urlsplit(value.strip())
+        port = url.port
+    except ValueError:
+        raise ConfigError(expected) from None
+    if url.scheme != "http" or port is None or url.path not in ("", "/", "/metrics") or url.query \
+            or url.fragment or url.username is not None:
+        raise ConfigError(expected)
+    return url.hostname or "", port
+
+
 def parse_listeners(value: str) -> list[Listener]:
     listeners = []
     for item in filter(None, (part.strip() for part in value.split(","))):
@@ -459,6 +476,8 @@ class BrokerConfig:
         name = self["inter.broker.listener.name"]
         if name and all(listener.name != name.upper() for listener in self.listeners):
             raise ConfigError(f"inter.broker.listener.name: no listener is named {name}")
+        if self["metrics.listener"]:
+            parse_metrics_listener(self["metrics.listener"])
         for name in ("default.replication.factor", "message.max.bytes"):
             if self[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")

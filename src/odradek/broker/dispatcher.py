@@ -5,7 +5,8 @@ range the broker supports; None means no response (Produce with acks=0), a Defer
 while the connection goes on (network/server.py). While client quotas are configured, `quotas` sees each
 request before its handler and its response body before it is encoded (broker/quota_enforcement.py).
 While the node has an authorizer, `authorization` stands between the dispatcher and the handlers, quotas included
-(broker/authorization/).
+(broker/authorization/). A response observer of an API sees its response bodies before they are encoded
+(the Fetch bytes sent, metrics/broker_topic.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from odradek.protocol.schema import MalformedMessage
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+FETCH_API_KEY = 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Dispatcher:
         self.routes = {route.api_key: route for route in routes}
         self.quotas = quotas  # client quota enforcement (broker/quota_enforcement.py); consulted while `active`
         self.authorization = authorization  # broker/authorization/; consulted while its node has an authorizer
+        # api key -> observer(ctx, request, response body) called before a response is encoded (metrics' bytes out)
+        self.response_observers: dict[int, Callable] = {}
 
     def advertised_versions(self) -> list[dict]:
         return [{"api_key": r.api_key,
@@ -91,15 +95,20 @@ class Dispatcher:
             log.exception("%s v%d request failed (correlation id %d, client %r)", api.name, header.api_version,
                           header.correlation_id, header.client_id)
             raise CloseConnection("internal error while handling the request") from None
+        observer = self.response_observers.get(header.api_key)
         if isinstance(result, Deferred):
-            return Deferred(self._finish(ctx, result.awaitable, quota))
+            return Deferred(self._finish(ctx, result.awaitable, quota, request, observer))
         if inspect.isawaitable(result):
-            return self._finish(ctx, result, quota)
+            return self._finish(ctx, result, quota, request, observer)
         if quota is not None:
             result = quota.finish(result)
-        return None if result is None else self._encode(ctx, header.api_version, result)
+        if result is None:
+            return None
+        if observer is not None:
+            observer(ctx, request, result)
+        return self._encode(ctx, header.api_version, result)
 
-    async def _finish(self, ctx: RequestContext, pending, quota=None):
+    async def _finish(self, ctx: RequestContext, pending, quota=None, request=None, observer=None):
         try:
             result = await pending
         except Exception:
@@ -108,7 +117,11 @@ class Dispatcher:
             raise CloseConnection("internal error while handling the request") from None
         if quota is not None:
             result = quota.finish(result)
-        return None if result is None else self._encode(ctx, ctx.api_version, result)
+        if result is None:
+            return None
+        if observer is not None:
+            observer(ctx, request, result)
+        return self._encode(ctx, ctx.api_version, result)
 
     @staticmethod
     def _encode(ctx: RequestContext, version: int, body: dict) -> list:

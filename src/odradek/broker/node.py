@@ -19,7 +19,7 @@ import uuid
 
 from odradek.broker.authorization import ApiAuthorization
 from odradek.broker.controller_channel import ControllerChannel
-from odradek.broker.dispatcher import Dispatcher, Route
+from odradek.broker.dispatcher import FETCH_API_KEY, Dispatcher, Route
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_service import OFFSETS_TOPIC, GroupService
 from odradek.broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
@@ -338,10 +338,20 @@ class Node:
         self.fetchers = ReplicaFetchers(self)
         self.log_dir_mover = LogDirMover(self)
         self.quota_enforcement = QuotaEnforcement(self)
+        # metrics.listener: the HTTP port (metrics/http.py), and request timings taken by the network servers
+        self.metrics_server = None
+        self.request_metrics = None
+        if config["metrics.listener"]:
+            from odradek.metrics.http import MetricsServer
+            from odradek.metrics.requests import RequestMetrics
+
+            self.metrics_server = MetricsServer(self)
+            self.request_metrics = RequestMetrics()
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
             for key, low, high, handler in ROUTES], quotas=self.quota_enforcement,
             authorization=ApiAuthorization(self))
+        self.dispatcher.response_observers[FETCH_API_KEY] = self.replicas.topic_stats.fetch_response  # bytes out
         self.controller_dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self)) for key, low, high, handler in CONTROLLER_ROUTES],
             authorization=ApiAuthorization(self, controller_side=True))
@@ -356,13 +366,16 @@ class Node:
 
     async def start(self) -> None:
         started = time.monotonic()
+        if self.metrics_server is not None:  # first: a port in use stops the node before anything else started
+            await self.metrics_server.start()
         self.quorum.start()
         for listener in self.config.controller_listeners:
             security = self.listener_security[listener.name]
             server = KafkaServer(listener.host or "0.0.0.0", listener.port, self.controller_dispatcher,
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
                                  max_idle_ms=self.config["connections.max.idle.ms"],
-                                 ssl_context=security.ssl_context, secure=security.secure)
+                                 ssl_context=security.ssl_context, secure=security.secure,
+                                 request_metrics=self.request_metrics)
             await server.start()
             self.controller_servers.append(server)
         if self.is_controller:
@@ -400,7 +413,8 @@ class Node:
                                  max_request_size=self.config["socket.request.max.bytes"], listener=listener.name,
                                  limits=limits, max_idle_ms=self.config["connections.max.idle.ms"],
                                  ssl_context=security.ssl_context, secure=security.secure,
-                                 admit_rate=self.quota_enforcement.admit_connection)
+                                 admit_rate=self.quota_enforcement.admit_connection,
+                                 request_metrics=self.request_metrics)
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))
@@ -425,6 +439,8 @@ class Node:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:  # first: no scrape reads what is being closed
+            await self.metrics_server.stop()
         await self.lifecycle.shut_down()  # controlled shutdown: leaderships move before we go
         for task in self._tasks:
             task.cancel()

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from odradek.controller.metadata_image import PartitionImage
+from odradek.metrics.broker_topic import BrokerTopicStats
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
 from odradek.replication.throttle import ReplicationQuota, is_throttled
@@ -116,6 +117,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self.leader_quota = ReplicationQuota(lambda: node.controller.dynamic["leader.replication.throttled.rate"])
+        self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, counted by append and read
 
     # hosting
 
@@ -202,7 +204,12 @@ class ReplicaManager:
             return partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch,
                                                   from_coordinator=from_coordinator, verification=verification)
 
-        return self._append_as_leader(topic, index, write)
+        result = self._append_as_leader(topic, index, write)
+        if result.error == ErrorCode.NONE:
+            self.topic_stats.appended(topic, result.last_offset - result.base_offset + 1, len(records))
+        else:
+            self.topic_stats.append_failed(topic, (topic, index) in self.partitions)
+        return result
 
     def append_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int) -> ProduceResult:
@@ -288,7 +295,9 @@ class ReplicaManager:
             except OSError as exc:
                 raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
+            self.topic_stats.read_failed(topic, (topic, index) in self.partitions)
             return FetchRead(exc.code)  # as Kafka: a consumer gets no offsets with an error
+        self.topic_stats.read(topic)
         aborted = None
         if read_committed:
             aborted = log_.aborted_transactions(fetch_offset, limit) if region is not None else []
@@ -335,7 +344,9 @@ class ReplicaManager:
                 if throttled and region is not None:
                     self.leader_quota.record(region.size)
         except KafkaError as exc:
+            self.topic_stats.read_failed(topic, (topic, index) in self.partitions)
             return self._failed_read(topic, index, exc)
+        self.topic_stats.read(topic)
         return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)
 
     def _update_follower(self, partition: Partition, follower: FollowerState, replica_id: int,
@@ -442,6 +453,7 @@ class ReplicaManager:
             records = data["records"]
             if records is not None and len(records):
                 log_.append_as_follower(records, now_ms=now_ms())
+                self.topic_stats.replication_bytes_in += len(records)
             log_.high_watermark = min(data["high_watermark"], log_.log_end_offset)
             if log_.log_start_offset < data["log_start_offset"] <= log_.high_watermark:
                 log_.delete_records_before(data["log_start_offset"])

@@ -13,6 +13,8 @@ A TLS listener runs the same loop over a TlsTransport (network/transport.py); th
 then gives the connection its principal (from the client certificate) and, on a SASL listener, its
 authenticator. A client over one of its quotas is muted (KIP-219): answered at once, its next request waits
 until `muted_until`; the acceptor asks `admit_rate` (connection creation rates) before taking a connection.
+With `request_metrics` (metrics.listener set) each request's moments are taken for Kafka's request time
+histograms: read, dispatched, dispatcher returned, answer ready, answer written (metrics/requests.py).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class KafkaServer:
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, listener: str = "PLAINTEXT",
                  limits: ConnectionLimits | None = None, max_idle_ms: int = -1,
                  ssl_context: ssl.SSLContext | None = None, secure: Secure | None = None,
-                 admit_rate: AdmitRate | None = None):
+                 admit_rate: AdmitRate | None = None, request_metrics=None):
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -133,7 +135,12 @@ class KafkaServer:
         self.ssl_context = ssl_context  # replaced when the listener's certificate is reloaded: new connections use it
         self.secure = secure
         self.admit_rate = admit_rate
+        self.request_metrics = request_metrics  # metrics/requests.py RequestMetrics, or None
         self._idle_task: asyncio.Task | None = None
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._sockets)
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -225,14 +232,17 @@ class KafkaServer:
         start = 0
         self._sockets[connection.id] = (connection, sock)
         writer = None
+        metrics = self.request_metrics
+        timing = None
         try:
             transport = await self._establish(loop, sock, connection)
             if transport is None:
                 return
-            writer = _ResponseWriter(loop, transport, sock, connection)
+            writer = _ResponseWriter(loop, transport, sock, connection, metrics)
             while True:
                 connection.idle_since = loop.time()
                 chunk = await transport.recv(READ_CHUNK)
+                received = time.perf_counter() if metrics is not None else 0.0
                 connection.idle_since = None
                 # A request that reached the socket just as the connection was closed for idleness can still be
                 # read, but its answer cannot be written: handling it would apply it unacknowledged (a retried
@@ -254,6 +264,7 @@ class KafkaServer:
                         if size <= READ_CHUNK:
                             break
                         buffer += await _recv_exactly(transport, end - len(buffer))
+                        received = time.perf_counter() if metrics is not None else 0.0
                     frame = buffer[start + 4:end]
                     start = end
                     if writer.deferred and (_API_KEY.unpack_from(frame)[0] != PRODUCE_API_KEY
@@ -261,17 +272,28 @@ class KafkaServer:
                         await writer.drain()
                     if connection.muted_until:
                         await _sit_out_throttle(connection, writer)
+                    if metrics is not None:
+                        timing = metrics.begin(frame, received)
                     result = self.dispatch(connection, frame)
+                    if timing is not None:
+                        metrics.local_done(timing)
                     if isinstance(result, Deferred):
-                        writer.add_deferred(loop.create_task(result.awaitable))
+                        awaitable = result.awaitable if timing is None else _timed(result.awaitable, metrics, timing)
+                        writer.add_deferred(loop.create_task(awaitable), timing)
+                        timing = None
                         continue
                     if inspect.isawaitable(result):
                         await writer.flush()
                         result = await result
+                        if timing is not None:
+                            metrics.ready(timing)
                     if result is not None:
-                        writer.add(result)
+                        writer.add(result, timing)
                         if writer.pending_size >= FLUSH_THRESHOLD or writer.has_region:
                             await writer.flush()
+                    elif timing is not None:  # no response (acks=0): done when handled
+                        metrics.finish_without_response(timing)
+                    timing = None
                     if connection.close_after_response:
                         await writer.flush()
                         await asyncio.sleep(connection.close_delay_s)
@@ -301,6 +323,14 @@ async def _sit_out_throttle(connection: Connection, writer: _ResponseWriter) -> 
         await asyncio.sleep(delay)
 
 
+async def _timed(awaitable, metrics, timing: list):
+    """A deferred answer that notes when it is ready."""
+    try:
+        return await awaitable
+    finally:
+        metrics.ready(timing)
+
+
 async def _recv_exactly(transport, count: int) -> bytearray:
     data = bytearray()
     while len(data) < count:
@@ -315,28 +345,35 @@ class _ResponseWriter:
     """Writes responses in request order, coalescing those that are ready into one write; a deferred
     response holds back those after it until it is ready. FileRegions go out with os.sendfile."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, transport, sock: socket.socket, connection: Connection):
+    def __init__(self, loop: asyncio.AbstractEventLoop, transport, sock: socket.socket, connection: Connection,
+                 metrics=None):
         self.loop = loop
         self.transport = transport
         self.sock = sock
         self.connection = connection
         self.entries: collections.deque = collections.deque()  # response parts, or a Task of them (deferred)
+        self.metrics = metrics  # RequestMetrics: `timings` holds each entry's timing record (or None)
+        self.timings: collections.deque = collections.deque()
         self.deferred = 0  # tasks among the entries
         self.pending_size = 0
         self.has_region = False
         self._lock = asyncio.Lock()  # the serving task and a finished deferred response both flush
 
-    def add(self, parts: list) -> None:
+    def add(self, parts: list, timing: list | None = None) -> None:
         self.entries.append(parts)
+        if self.metrics is not None:
+            self.timings.append(timing)
         for part in parts:
             if isinstance(part, FileRegion):
                 self.has_region = True
             else:
                 self.pending_size += len(part)
 
-    def add_deferred(self, task: asyncio.Task) -> None:
+    def add_deferred(self, task: asyncio.Task, timing: list | None = None) -> None:
         self.entries.append(task)
         self.deferred += 1
+        if self.metrics is not None:
+            self.timings.append(timing)
         task.add_done_callback(self._deferred_done)
 
     def _deferred_done(self, task: asyncio.Task) -> None:
@@ -373,6 +410,7 @@ class _ResponseWriter:
         """Write the responses that are ready, from the oldest up to the first deferred one still waiting."""
         async with self._lock:
             out: list = []
+            written: list = []  # timing records of the responses this flush writes
             while self.entries:
                 head = self.entries[0]
                 if isinstance(head, asyncio.Task):
@@ -380,11 +418,15 @@ class _ResponseWriter:
                         break
                     self.entries.popleft()
                     self.deferred -= 1
+                    timing = self.timings.popleft() if self.metrics is not None else None
                     parts = head.result()  # CloseConnection from the handler ends the connection
                     if parts is None:
                         continue
                 else:
                     parts = self.entries.popleft()
+                    timing = self.timings.popleft() if self.metrics is not None else None
+                if timing is not None:
+                    written.append(timing)
                 size = 0
                 for part in parts:
                     size += part.size if isinstance(part, FileRegion) else len(part)
@@ -398,6 +440,8 @@ class _ResponseWriter:
             self.pending_size = 0
             self.has_region = False
             await self._send(out)
+            if written:
+                self.metrics.sent(written)
 
     async def _send(self, out: list) -> None:
         if out:
@@ -413,4 +457,5 @@ class _ResponseWriter:
             if isinstance(entry, asyncio.Task):
                 entry.cancel()
         self.entries.clear()
+        self.timings.clear()
         self.deferred = 0

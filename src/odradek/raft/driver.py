@@ -84,6 +84,7 @@ class QuorumDriver:
         self._tasks: set[asyncio.Task] = set()
         self._ticker: asyncio.Task | None = None
         self.leader_changed = asyncio.Event()  # set whenever the known leader or epoch changes
+        self.on_commit_latency: Callable[[float], None] | None = None  # ms from propose to applied (metrics)
         self._leader = (self.core.leader_id, self.core.epoch)
 
     # lifecycle
@@ -126,6 +127,7 @@ class QuorumDriver:
         """Append `data` as the active controller and wait until it is committed and applied; its offset."""
         if not self.is_active:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the active controller")
+        proposed = time.monotonic()
         offset = self.core.propose(data, monotonic_ms())
         future = asyncio.get_running_loop().create_future()
         self._pending[offset] = (self.core.epoch, future)
@@ -137,6 +139,8 @@ class QuorumDriver:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the metadata change was not committed in time") from None
         if not committed:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "leadership moved before the change was committed")
+        if self.on_commit_latency is not None:
+            self.on_commit_latency((time.monotonic() - proposed) * 1000)
         return offset
 
     # timers and outgoing RPCs

@@ -1,0 +1,79 @@
+"""The node's HTTP port (metrics.listener): GET /metrics in Prometheus text format, and the web console.
+
+An aiohttp application on the node's own event loop, started first and stopped first with the node. Its
+socket is bound here, so a port in use stops the node at start with one clear line. The web console adds its
+routes to the same application (`odradek.console.web.add_console`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from aiohttp import web
+
+from odradek.config import ConfigError, parse_metrics_listener
+from odradek.console.web import add_console
+from odradek.metrics.node import NodeMetrics
+from odradek.metrics.registry import CONTENT_TYPE
+
+log = logging.getLogger(__name__)
+
+METRICS_KEY = web.AppKey("metrics", NodeMetrics)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    try:
+        text = await request.app[METRICS_KEY].scrape()
+    except Exception:
+        log.exception("rendering /metrics failed")
+        return web.Response(status=500, text="rendering the metrics failed; see the node's log\n")
+    response = web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        response.enable_compression()
+    return response
+
+
+def build_app(node, metrics: NodeMetrics) -> web.Application:
+    """The HTTP application: /metrics, and the console's pages."""
+    app = web.Application()
+    app[METRICS_KEY] = metrics
+    app.router.add_get("/metrics", _metrics)
+    add_console(app, node)
+    return app
+
+
+class MetricsServer:
+    def __init__(self, node):
+        self.node = node
+        self.url = node.config["metrics.listener"]
+        self.host, self.port = parse_metrics_listener(self.url)
+        self.metrics: NodeMetrics | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        host = self.host or "0.0.0.0"
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, self.port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(f"metrics.listener {self.url}: cannot listen on {host}:{self.port}: "
+                              f"{exc.strerror or exc}") from None
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]  # the port the system chose, for port 0
+        self.metrics = NodeMetrics(self.node)
+        self._runner = web.AppRunner(build_app(self.node, self.metrics), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+        log.info("Metrics of node %d at http://%s:%d/metrics", self.node.node_id, self.host or "0.0.0.0",
+                 self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.metrics is not None:
+            self.metrics.close()

@@ -1,0 +1,66 @@
+"""The console a node serves on its HTTP port (metrics.listener), next to /metrics: a client of the node's own
+client listener, working the same as `odradek console`, and stopped cleanly with the node."""
+
+from __future__ import annotations
+
+import re
+
+from confluent_kafka import Consumer, Producer
+
+from tests.conftest import free_port
+from tests.console.harness import Browser
+
+
+def test_the_node_serves_the_console_next_to_its_metrics(node_factory):
+    http_port = free_port()
+    node = node_factory({"metrics.listener": f"http://127.0.0.1:{http_port}",
+                         "group.initial.rebalance.delay.ms": "0"})
+    browser = Browser(f"http://127.0.0.1:{http_port}")
+
+    status, _, metrics = browser.get("/metrics")
+    assert status == 200 and "kafka_server_replicamanager_partitioncount" in metrics
+
+    status, _, body = browser.get("/")
+    assert status == 200 and '<span id="broker-count">1</span>' in body
+
+    status, _, body = browser.get("/topics")
+    status, final, body = browser.post("/topics", {"name": "served", "partitions": "2"})
+    assert status == 200 and final.endswith("/topics/served") and "Created topic served" in body
+
+    browser.get("/topics/served/produce")
+    status, final, body = browser.post("/topics/served/produce", {"key": "k", "value": "from the node's console",
+                                                                  "partition": "1"})
+    assert status == 200 and "Produced a record to partition 1 at offset 0" in body
+    found = browser.get_json("/api/topics/served/messages?q=node%27s+console")
+    assert [(r["partition"], r["offset"], r["key"]) for r in found["records"]] == [(1, 0, "k")]
+
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "served-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["served"])
+    message = None
+    for _ in range(120):
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            break
+    consumer.commit(message, asynchronous=False)
+    consumer.close()
+    group = browser.get_json("/api/group?id=served-group")
+    assert group["state"] == "Empty" and group["lag"] == 0
+    assert [(r["partition"], r["current_offset"]) for r in group["partitions"]] == [(1, 1)]
+
+    # An open transaction shows with its coordinator's state, and at the partition's leader as an open
+    # transaction of its producer; committed, it shows as such.
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "served-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("served", value=b"in a transaction", partition=0)
+    producer.flush(30)
+    status, _, body = browser.get("/transactions?topic=served&partition=0")
+    assert status == 200 and "<td>served-txn</td><td>Ongoing</td>" in body, body
+    assert re.search(r'<table class="" id="producers">.*?<td>0</td></tr>', body, re.S), body  # starts at offset 0
+    producer.commit_transaction(30)
+    status, _, body = browser.get("/transactions")
+    assert "<td>served-txn</td><td>CompleteCommit</td>" in body
+
+    node.stop()
+    assert node.proc.returncode == 0, node.log_text()[-3000:]
