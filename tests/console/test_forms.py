@@ -111,7 +111,8 @@ def test_records_render_escaped_whatever_they_hold():
 def test_console_command_listen_addresses():
     import argparse
 
-    from odradek.cli.console import is_loopback, listen_address
+    from odradek.cli.console import listen_address
+    from odradek.console.web import is_loopback
 
     assert listen_address("http://127.0.0.1:9645") == ("127.0.0.1", 9645)
     assert listen_address("0.0.0.0:0") == ("0.0.0.0", 0)

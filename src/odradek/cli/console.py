@@ -9,7 +9,6 @@ neither aiohttp nor the client library; the command does, when it runs.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from urllib.parse import urlsplit
 
@@ -31,15 +30,6 @@ def listen_address(text: str) -> tuple[str, int]:
     if not parts.hostname or port is None or parts.path not in ("", "/"):
         raise argparse.ArgumentTypeError(f"expected http://HOST:PORT, got '{text}'")
     return parts.hostname, port
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def add_console_parser(commands, client) -> None:
@@ -66,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from odradek.cli.connection import client_security
     from odradek.console.settings import from_properties
-    from odradek.console.web import serve
+    from odradek.console.web import is_loopback, serve
 
     properties = read_properties(args.command_config) if args.command_config else {}
     settings = from_properties(args.bootstrap_server, properties, timeout_s=args.timeout,

@@ -11,6 +11,7 @@ and sets headers that keep pages from being framed or running anything but the c
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -348,14 +349,17 @@ def add_console(app: web.Application, node) -> None:
 
 
 def _loopback_only(config) -> bool:
-    import ipaddress
-
     from odradek.config import parse_metrics_listener
 
     try:
         host, _ = parse_metrics_listener(config["metrics.listener"])
     except Exception:
         return True  # not the node's HTTP port: nothing to warn about here
+    return is_loopback(host)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an HTTP listener's host is reachable from this machine only."""
     if host == "localhost":
         return True
     try:
