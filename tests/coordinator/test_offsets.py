@@ -319,3 +319,31 @@ def test_offset_delete_of_a_consumer_protocol_group_refuses_only_the_subscribed_
     assert [t["partitions"][0]["error_code"] for t in response["topics"]] == [E.GROUP_SUBSCRIBED_TO_TOPIC, 0]
     assert [rec.decode_record(k, v).key for k, v in appends[0].records] == [rec.OffsetCommitKey("kip848", "old", 0)]
     assert set(c.offsets["kip848"]) == {"t"}
+
+
+def txn_commit(h: Harness, producer: tuple[int, int], offsets: dict[tuple[str, int], int]) -> Append:
+    """A TxnOffsetCommit of a producer without a group protocol; its transactional Append."""
+    topics: dict[str, list] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                             "committed_leader_epoch": -1, "committed_metadata": ""})
+    response, appends = h.c.txn_offset_commit(h.now, 3, {
+        "transactional_id": "tid", "group_id": GROUP, "producer_id": producer[0], "producer_epoch": producer[1],
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": t, "partitions": p} for t, p in topics.items()]})
+    assert all(p["error_code"] == 0 for t in response["topics"] for p in t["partitions"])
+    (append,) = appends
+    assert append.producer == producer and append.undo is not None
+    return append
+
+
+def test_a_txn_offset_commit_the_log_refuses_never_rides_on_the_producers_next_commit_marker():
+    # A fenced instance (epoch 0) whose TxnOffsetCommit arrives after the new instance (epoch 1) took over: the
+    # log refuses its write (stale epoch), and the shell undoes it; the new instance's commit must carry only
+    # its own offsets, or partition 0's committed offset would move back and the input be read twice.
+    h = Harness()
+    commit(h, {(TOPIC, 0): 40, (TOPIC, 1): 50})
+    txn_commit(h, (7, 1), {(TOPIC, 1): 60})
+    txn_commit(h, (7, 0), {(TOPIC, 0): 5, (TOPIC, 1): 55}).undo()
+    h.c.complete_transaction(h.c.partition_for(GROUP), 7, commit=True)
+    assert fetch(h, {TOPIC: [0, 1]}) == {(TOPIC, 0): (40, 3, "m"), (TOPIC, 1): (60, -1, "")}

@@ -169,6 +169,8 @@ class GroupService:
     def _append(self, append: Append) -> tuple[bool, tuple[int, int, int] | None]:
         """Write one append as the partition's leader: (written, what to wait for before it counts)."""
         if OFFSETS_TOPIC not in self.node.image.topics:
+            if append.undo is not None:
+                append.undo()
             return False, None
         producer_id, epoch = append.producer or (-1, -1)
         batch = bytearray(build_batch([(key, value, []) for key, value in append.records], producer_id=producer_id,
@@ -178,6 +180,8 @@ class GroupService:
         if result.error != ErrorCode.NONE:
             log.error("Writing group state to %s-%d failed: %s %s", OFFSETS_TOPIC, append.partition,
                       result.error.name, result.message or "")
+            if append.undo is not None:
+                append.undo()
             return False, None
         partition_log = self.node.replicas.partitions[(OFFSETS_TOPIC, append.partition)].log
         if partition_log.high_watermark > result.last_offset:

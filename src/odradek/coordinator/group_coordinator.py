@@ -8,8 +8,9 @@ Actions
     Reply(token, response)      answer a request that was parked (JoinGroup, SyncGroup) or the calling one.
     Append(partition, records)  write these (key, value|None) records to `__consumer_offsets-<partition>`
                                 before sending any Reply that follows it in the same action list.
-The coordinator applies its own changes at once (it assumes every Append succeeds); `load()` rebuilds the same
-state from the records after a restart.
+The coordinator applies its own changes at once (it assumes every Append succeeds, but for a transactional
+one, whose `undo` the shell calls when the log refuses it); `load()` rebuilds the same state from the records
+after a restart.
 
 API (requests and responses are the codec's snake_case dicts; `version` is the request's api version):
 
@@ -74,6 +75,8 @@ class Append:
     partition: int
     records: list[tuple[bytes, bytes | None]]
     producer: tuple[int, int] | None = None  # (producer id, epoch): a transactional write (TxnOffsetCommit)
+    # For a transactional write the log may refuse (a fenced producer's epoch): forgets what it would have added.
+    undo: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -807,15 +810,31 @@ class GroupCoordinator:
                 return answer(error), []
         producer_id = request["producer_id"]
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        replaced: dict[tuple[str, int], OffsetAndMetadata | None] = {}
 
         def keep_pending(topic: str, index: int, value: OffsetAndMetadata) -> None:
+            replaced.setdefault((topic, index), pending.get((topic, index)))
             pending[(topic, index)] = value
+
+        def undo() -> None:
+            # A zombie's commit refused by the log must not ride on the next commit marker of its producer id.
+            groups = self.pending_txn_offsets.get(producer_id, {})
+            offsets = groups.get(group_id, {})
+            for key, previous in replaced.items():
+                if previous is None:
+                    offsets.pop(key, None)
+                else:
+                    offsets[key] = previous
+            if not offsets:
+                groups.pop(group_id, None)
+            if not groups:
+                self.pending_txn_offsets.pop(producer_id, None)
 
         records, errors = self._offset_records(request, group_id, now_ms, -1, keep_pending)
         response = _commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
         out: list = []
         if records:
-            out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"])))
+            out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"]), undo))
         return response, out
 
     def _offset_records(self, request: dict, group_id: str, now_ms: int, expire: int, keep) -> tuple[list, dict]:
