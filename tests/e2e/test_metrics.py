@@ -1,7 +1,8 @@
 """/metrics of real nodes under load from confluent-kafka and kafka-python: Kafka's counters move by what the
-clients did, consumer lag is log end minus committed offset, a stopped replica shows as under-replicated on
-its leader, the shipped dashboard and alert rules ask only for metrics a node serves, and a bad
-metrics.listener stops the node with one line."""
+clients did, consumer lag is log end minus committed offset (in records and seconds, also for partitions
+the group's coordinator has no replica of), a stopped replica shows as under-replicated on its leader and
+as an ISR shrink then expand, the shipped dashboard and alert rules ask only for metrics a node serves, and
+a bad metrics.listener stops the node with one line."""
 
 import json
 import re
@@ -329,8 +330,15 @@ def test_dashboard_and_alert_rules_ask_only_for_served_metrics(metrics_node):
             assert not unknown, f"{where}: {expr!r} asks for {sorted(unknown)}, which the node does not serve"
 
 
+ISR_SHRINKS, ISR_EXPANDS = "kafka_server_replicamanager_isrshrinks_total", "kafka_server_replicamanager_isrexpands_total"
+
+
 def test_under_replicated_partitions_rise_on_the_leader_while_a_replica_is_stopped(tmp_path):
-    cluster = Cluster(tmp_path / "cluster", 3, {"min.insync.replicas": "2"})
+    # The leader must be the one to drop the stopped follower from the ISR (an ISR shrink, as Kafka counts
+    # them) before the controller would, which it does at a controlled shutdown or when the session expires:
+    # so the follower is killed, and its session outlasts replica.lag.time.max.ms.
+    cluster = Cluster(tmp_path / "cluster", 3, {"min.insync.replicas": "2", "replica.lag.time.max.ms": "2000",
+                                                "broker.session.timeout.ms": "10000"})
     for node in cluster.nodes:  # each node its own metrics port, chosen before the cluster starts
         node.settings["metrics.listener"] = f"http://127.0.0.1:{free_port()}"
     cluster.start()
@@ -369,17 +377,24 @@ def test_under_replicated_partitions_rise_on_the_leader_while_a_replica_is_stopp
         wait_for(metrics_port(follower), lambda m: m.get(BT + "replicationbytesin_total") > 0,
                  "the follower to count what it replicated")
 
-        follower.stop()
-        down = wait_for(port, lambda m: m.get("kafka_server_replicamanager_underreplicatedpartitions") >= 1,
-                        "under-replicated partitions to rise while a replica is stopped")
-        assert down.get("kafka_server_replicamanager_underminisrpartitioncount") == 0  # 2 of 3 remain in sync
+        before = scrape(port)
+        assert before.get("kafka_server_replicamanager_failedisrupdates_total", None) is not None
+        follower.kill()
+        # 2 of 3 stay in sync: not under min ISR (waited for, as a loaded machine may lag the other follower too)
+        down = wait_for(port, lambda m: m.get("kafka_server_replicamanager_underreplicatedpartitions") >= 1
+                        and m.get(ISR_SHRINKS) > before.get(ISR_SHRINKS)
+                        and m.get("kafka_server_replicamanager_underminisrpartitioncount") == 0,
+                        "under-replicated partitions and ISR shrinks to rise while a replica is stopped")
+        assert down.types[ISR_SHRINKS] == "counter"
         follower.start()
-        wait_for(port, lambda m: m.get("kafka_server_replicamanager_underreplicatedpartitions") == 0,
-                 "under-replicated partitions to fall when the replica is back")
+        wait_for(port, lambda m: m.get("kafka_server_replicamanager_underreplicatedpartitions") == 0
+                 and m.get(ISR_EXPANDS) > before.get(ISR_EXPANDS),
+                 "under-replicated partitions to fall, and an ISR expand, when the replica is back")
         assert sum(scrape(metrics_port(n)).get("kafka_controller_kafkacontroller_offlinepartitionscount")
                    for n in cluster.nodes) == 0
 
-        # lag of partitions the group's coordinator has no replica of: their leaders are asked (ListOffsets)
+        # lag of partitions the group's coordinator has no replica of: their leaders are asked (ListOffsets for
+        # the end offsets, Fetch for the timestamp of the record at the committed offset)
         spread, group = name("spread"), name("spread-group")
         create_topic(cluster.bootstrap, spread, partitions=3, replication=1)
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})  # one replica < min.insync
@@ -387,27 +402,36 @@ def test_under_replicated_partitions_rise_on_the_leader_while_a_replica_is_stopp
             for i in range(5):
                 producer.produce(spread, value=b"%d" % i, partition=partition)
         assert producer.flush(30) == 0
-        committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                              "enable.auto.commit": False})
-        committer.commit(offsets=[TopicPartition(spread, p, p + 1) for p in range(3)], asynchronous=False)
-        committer.close()
         labels = {"consumergroup": group, "topic": spread}
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            scrapes = [scrape(metrics_port(n)) for n in cluster.nodes]
-            coordinators = [m for m in scrapes if m.get("kafka_consumergroup_lag_sum", None, **labels) is not None]
-            if len(coordinators) == 1 and coordinators[0].get("kafka_consumergroup_lag_sum", **labels) == 9:
-                break
-            assert time.monotonic() < deadline, "the coordinator never reported the lag of every partition"
-            time.sleep(0.2)
-        (coordinator,) = coordinators  # 9 = (5 - 1) + (5 - 2) + (5 - 3)
-        remote = 0
+
+        def commit_and_scrape(offsets: list[int], lag_sum: int, lag_seconds) -> Scrape:
+            """Commit, then the one coordinator's scrape once it shows lag_sum and every lag_seconds."""
+            committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                  "enable.auto.commit": False})
+            committer.commit(offsets=[TopicPartition(spread, p, offset) for p, offset in enumerate(offsets)],
+                             asynchronous=False)
+            committer.close()
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                scrapes = [scrape(metrics_port(n)) for n in cluster.nodes]
+                found = [m for m in scrapes if m.get("kafka_consumergroup_lag_sum", None, **labels) is not None]
+                if len(found) == 1 and found[0].get("kafka_consumergroup_lag_sum", **labels) == lag_sum and all(
+                        lag_seconds(found[0].get("kafka_consumergroup_lag_seconds", None, partition=p, **labels))
+                        for p in range(3)):
+                    return found[0]
+                assert time.monotonic() < deadline, f"the coordinator never reported lag {lag_sum} and every " \
+                                                    "partition's lag_seconds"
+                time.sleep(0.2)
+
+        coordinator = commit_and_scrape([1, 2, 3], 9, lambda seconds: seconds is not None and seconds > 0)
+        remote = 0  # 9 = (5 - 1) + (5 - 2) + (5 - 3)
         for p in range(3):
             assert coordinator.get("kafka_consumergroup_lag", None, partition=p, **labels) == 5 - (p + 1)
             if coordinator.get("kafka_log_log_size", None, topic=spread, partition=p) is None:
-                remote += 1  # no replica on the coordinator: no record timestamps there either
-                assert coordinator.get("kafka_consumergroup_lag_seconds", None, partition=p, **labels) is None
+                remote += 1  # no replica on the coordinator: its lag_seconds came from the leader's records
         assert remote >= 1
+        caught_up = commit_and_scrape([5, 5, 5], 0, lambda seconds: seconds == 0)
+        assert all(caught_up.get("kafka_consumergroup_lag", None, partition=p, **labels) == 0 for p in range(3))
     finally:
         cluster.stop()
 

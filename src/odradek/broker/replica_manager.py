@@ -118,6 +118,9 @@ class ReplicaManager:
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self.leader_quota = ReplicationQuota(lambda: node.controller.dynamic["leader.replication.throttled.rate"])
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, counted by append and read
+        # Kafka's IsrShrinksPerSec, IsrExpandsPerSec and FailedIsrUpdatesPerSec: this node's AlterPartition
+        # requests as a leader, accepted (by the way the ISR changed) or not
+        self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
 
     # hosting
 
@@ -404,6 +407,7 @@ class ReplicaManager:
         asyncio.get_running_loop().create_task(self._send_alter_partition(partition, new_isr))
 
     async def _send_alter_partition(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        old_isr = set(partition.isr)
         topic = self.node.image.topics.get(partition.topic)
         body = {"broker_id": self.node_id, "broker_epoch": self.node.lifecycle.epoch, "topics": [{
             "topic_id": topic.topic_id if topic else bytes(16), "partitions": [{
@@ -419,10 +423,15 @@ class ReplicaManager:
         except (KafkaError, ConnectionError, TimeoutError) as exc:
             error = exc
         if error:
+            self.failed_isr_updates += 1
             log.info("AlterPartition of %s-%d failed: %s", partition.topic, partition.index,
                      ErrorCode(error).name if isinstance(error, int) else error)
             if partition.pending_isr == new_isr:
                 partition.pending_isr = None  # try again at the next check, from the current image
+        elif set(new_isr) < old_isr:
+            self.isr_shrinks += 1
+        elif set(new_isr) > old_isr:
+            self.isr_expands += 1
 
     # follower side (driven by replication/fetcher.py)
 

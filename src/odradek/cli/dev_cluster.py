@@ -1,7 +1,8 @@
 """`odradek dev-cluster`: a local cluster of node processes, for development and tests.
 
-Node N (from 1) gets node.id N, a data dir DIR/node-N, a client listener on base+2(N-1) and a controller
-listener on the port after it. The first --nodes nodes are voters of the metadata quorum and brokers
+Node N (from 1) gets node.id N, a data dir DIR/node-N, a client listener on base+2(N-1), a controller
+listener on the port after it, and its metrics.listener (Prometheus /metrics and the web console) on its
+client port + 1000. The first --nodes nodes are voters of the metadata quorum and brokers
 (KRaft's combined mode); --broker-only more nodes are brokers only, following the quorum as observers.
 The cluster id is kept in DIR/cluster.id, so a restart of the command brings back the same cluster.
 """
@@ -20,29 +21,38 @@ from odradek.cli.main import CliError
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+METRICS_PORT_OFFSET = 1000  # node N's metrics port: its client port + this
 
 
 def node_settings(node_id: int, voters: int, directory: Path, base_port: int) -> dict[str, str]:
     quorum = ",".join(f"{n}@127.0.0.1:{base_port + 2 * (n - 1) + 1}" for n in range(1, voters + 1))
     port = base_port + 2 * (node_id - 1)
+    common = {"controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}"),
+              "metrics.listener": f"http://127.0.0.1:{port + METRICS_PORT_OFFSET}"}
     if node_id > voters:
         return {"node.id": str(node_id), "process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                "controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}")}
+                **common}
     return {"node.id": str(node_id), "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
-            "controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}")}
+            **common}
 
 
 def run(args: argparse.Namespace) -> int:
     from odradek.broker.node import format_storage, new_cluster_id, read_meta_properties
     from odradek.config import BrokerConfig, ConfigError, parse_overrides
 
+    try:
+        extra = parse_overrides(args.overrides)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if extra.get("metrics.listener"):  # one value for every node would be one port for all of them
+        raise CliError(f"--set metrics.listener={extra['metrics.listener']}: each node has its own, on its client "
+                       f"port + {METRICS_PORT_OFFSET}; --set metrics.listener= turns them off")
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     id_file = directory / "cluster.id"
     cluster_id = id_file.read_text().strip() if id_file.exists() else new_cluster_id()
     id_file.write_text(cluster_id + "\n")
     try:
-        extra = parse_overrides(args.overrides)
         settings = [{**node_settings(n, args.nodes, directory, args.base_port), **extra}
                     for n in range(1, args.nodes + args.broker_only + 1)]
         for node in settings:
@@ -71,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         _wait_until_listening(processes, ports, directory, lambda: stopping)
         bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
         print(f"Cluster {cluster_id}: {len(settings)} nodes ({args.nodes} of them controllers), data in {directory}")
+        for node, port in zip(settings, ports, strict=True):
+            metrics = f", metrics {node['metrics.listener']}/metrics" if node["metrics.listener"] else ""
+            print(f"Node {node['node.id']}: 127.0.0.1:{port}{metrics}")
         print(f"Bootstrap servers: {bootstrap}", flush=True)
         reported: set[int] = set()
         while not stopping and any(p.poll() is None for p in processes):

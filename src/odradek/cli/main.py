@@ -240,14 +240,16 @@ def add_dev_cluster_parser(commands) -> None:
     p = commands.add_parser("dev-cluster", help="run a local cluster of several nodes",
                             description="Start a local cluster: separate node processes on 127.0.0.1, each with its "
                                         "own ports and data dir, all of them voters of the metadata quorum. Prints "
-                                        "the bootstrap servers; Ctrl-C stops the nodes.")
+                                        "each node's address and metrics URL, and the bootstrap servers; Ctrl-C "
+                                        "stops the nodes.")
     p.add_argument("--nodes", type=positive_int, default=3,
                    help="nodes that are both controllers (quorum voters) and brokers (default 3)")
     p.add_argument("--broker-only", type=non_negative_int, default=0, metavar="N",
                    help="more nodes that are brokers only (process.roles=broker; default 0)")
     p.add_argument("--dir", default="./dev-cluster", help="parent of the nodes' data dirs (default ./dev-cluster)")
     p.add_argument("--base-port", type=positive_int, default=19092,
-                   help="node N listens on base+2(N-1) for clients and the next port for the quorum (default 19092)")
+                   help="node N listens on base+2(N-1) for clients, the next port for the quorum, and "
+                        "base+2(N-1)+1000 for its metrics (default 19092)")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                    help="a setting for every node (repeatable)")
     p.set_defaults(run=lambda args: _module("dev_cluster").run(args))

@@ -1,7 +1,7 @@
 """NodeMetrics: everything a node's /metrics serves, most of it computed at scrape time from the node's state.
 
 Counted as things happen (cheaply, on the paths the data already takes): BrokerTopicStats (the replica
-manager and the dispatcher), RequestMetrics (the network server, only while metrics.listener is set), the
+manager and the dispatcher), the replica manager's ISR changes, RequestMetrics (the network server, only while metrics.listener is set), the
 Raft commit latency (the quorum driver). Read when scraped: the replica manager's partitions, the metadata
 image, the quorum, the coordinators, the logs, the process and its log dirs. docs/monitoring.md maps every
 name to Kafka's MBean.
@@ -16,7 +16,7 @@ from odradek.coordinator.classic_group import GroupState
 from odradek.coordinator.transactions import TxnState
 from odradek.metrics.lag import ConsumerLag
 from odradek.metrics.process import LoopIdle, WindowedStat, disk_families, process_families
-from odradek.metrics.registry import MetricFamily, Registry, gauge_family
+from odradek.metrics.registry import MetricFamily, Registry, counter_family, gauge_family
 
 BROKER_RUNNING, BROKER_STARTING = 3, 1  # Kafka's BrokerState values
 # Kafka's GroupMetadataManager gauges of classic groups by state
@@ -134,6 +134,16 @@ class NodeMetrics:
             (), offline)
         yield gauge_family(prefix + "reassigningpartitions", "Partitions this node leads that are being "
                            "reassigned.").add((), reassigning)
+        replicas = node.replicas
+        yield counter_family(prefix + "isrshrinks_total", "In-sync replica sets this node as a leader shrank "
+                             "(an AlterPartition the controller accepted; IsrShrinksPerSec).").add(
+            (), replicas.isr_shrinks)
+        yield counter_family(prefix + "isrexpands_total", "In-sync replica sets this node as a leader expanded "
+                             "(an AlterPartition the controller accepted; IsrExpandsPerSec).").add(
+            (), replicas.isr_expands)
+        yield counter_family(prefix + "failedisrupdates_total", "AlterPartition requests of this node as a leader "
+                             "that the controller refused or did not answer (FailedIsrUpdatesPerSec).").add(
+            (), replicas.failed_isr_updates)
 
     def _logs(self) -> Iterable[MetricFamily]:
         labels = ("topic", "partition")
