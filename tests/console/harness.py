@@ -14,6 +14,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from confluent_kafka import Consumer
+
 from tests.conftest import free_port
 
 # The users of the SASL node (tests/console/conftest.py: secured_node); PLAIN, from its JAAS config.
@@ -112,3 +114,19 @@ class Browser:
 
 def query_of(address: str) -> dict[str, str]:
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(address).query))
+
+
+def consume_one_and_commit(bootstrap: str, topic: str, group: str, timeout_s: float = 60) -> None:
+    """A group member reads the first record of `topic`, commits past it and leaves: the group is then Empty."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    message = None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            break
+    assert message is not None and message.error() is None, f"no record of {topic} within {timeout_s}s"
+    consumer.commit(message, asynchronous=False)
+    consumer.close()

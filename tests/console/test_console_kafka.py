@@ -5,11 +5,8 @@ record, a group's lag and an offset reset, transactions, ACLs without an authori
 from __future__ import annotations
 
 import re
-import time
 
-from confluent_kafka import Consumer
-
-from tests.console.harness import Browser, ConsoleProcess, query_of
+from tests.console.harness import Browser, ConsoleProcess, consume_one_and_commit, query_of
 from tests.java.conftest import _two_free_ports
 from tests.reference_kafka import ReferenceBroker, requires_reference
 
@@ -39,17 +36,7 @@ def test_the_console_works_against_apache_kafka(tmp_path):
         found = browser.get_json("/api/topics/on-kafka/messages?path=%24.kafka+%3D%3D+true")
         assert [(r["partition"], r["offset"], r["headers"]) for r in found["records"]] == [(1, 0, [["via", "console"]])]
 
-        consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "kafka-group",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        consumer.subscribe(["on-kafka"])
-        message = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                break
-        consumer.commit(message, asynchronous=False)
-        consumer.close()
+        consume_one_and_commit(kafka.bootstrap, "on-kafka", "kafka-group")
         group = browser.get_json("/api/group?id=kafka-group")
         assert group["state"] == "Empty" and group["lag"] == 0
         status, _, body = browser.get("/group/reset?id=kafka-group&to=earliest")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from tests.conftest import free_port
-from tests.console.harness import Browser
+from tests.console.harness import Browser, consume_one_and_commit
 
 
 def test_the_node_serves_the_console_next_to_its_metrics(node_factory):
@@ -34,16 +34,7 @@ def test_the_node_serves_the_console_next_to_its_metrics(node_factory):
     found = browser.get_json("/api/topics/served/messages?q=node%27s+console")
     assert [(r["partition"], r["offset"], r["key"]) for r in found["records"]] == [(1, 0, "k")]
 
-    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "served-group",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["served"])
-    message = None
-    for _ in range(120):
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            break
-    consumer.commit(message, asynchronous=False)
-    consumer.close()
+    consume_one_and_commit(node.bootstrap, "served", "served-group")
     group = browser.get_json("/api/group?id=served-group")
     assert group["state"] == "Empty" and group["lag"] == 0
     assert [(r["partition"], r["current_offset"]) for r in group["partitions"]] == [(1, 1)]
