@@ -276,11 +276,12 @@ def test_the_console_a_node_serves_in_the_browser(node_factory, artifacts):
                 producer.produce("served", value=json.dumps({"i": 1000 + i, "even": False}).encode(),
                                  partition=i % 3)
             producer.flush(30)
-            rate = walk.element("#records-in").text
-            return rate not in ("measuring…", "0.0/s") and driver.find_elements("css selector",
-                                                                               "#throughput-chart polyline")
+            rate, bytes_in = walk.element("#records-in").text, walk.element("#bytes-in").text
+            return (rate not in ("measuring…", "0.0/s") and bytes_in not in ("measuring…", "0 B/s")
+                    and driver.find_elements("css selector", "#throughput-chart polyline")
+                    and driver.find_elements("css selector", "#bytes-chart polyline"))
 
-        walk.wait(writing_shows_in_the_chart, "records/s in the overview")
+        walk.wait(writing_shows_in_the_chart, "records/s and bytes/s in the overview")
         walk.shot("overview")
         walk.open("/topics/served")
         walk.wait_text("#partition-total", "3", "the topic page")

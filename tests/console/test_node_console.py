@@ -4,10 +4,12 @@ client listener, working the same as `odradek console`, and stopped cleanly with
 from __future__ import annotations
 
 import re
+import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.conftest import free_port
+from tests.conftest import Cluster, free_port
 from tests.console.harness import Browser, consume_one_and_commit
 
 
@@ -55,3 +57,46 @@ def test_the_node_serves_the_console_next_to_its_metrics(node_factory):
 
     node.stop()
     assert node.proc.returncode == 0, node.log_text()[-3000:]
+
+
+def test_the_consoles_byte_rates_come_from_the_nodes_own_metrics(tmp_path):
+    """In a 2-node cluster where only node 1 serves metrics, its console charts bytes in and out from the nodes'
+    /metrics (asked for by name, so nothing else is rendered) and says that node 2's are left out, and why."""
+    cluster = Cluster(tmp_path / "cluster", 2)
+    http_port = free_port()
+    cluster.nodes[0].settings["metrics.listener"] = f"http://127.0.0.1:{http_port}"
+    cluster.start()
+    try:
+        browser = Browser(f"http://127.0.0.1:{http_port}")
+        status, _, only = browser.get("/metrics?name[]=kafka_server_brokertopicmetrics_bytesin_total")
+        assert status == 200
+        assert {line.split()[2] for line in only.splitlines() if line.startswith("#")} == {
+            "kafka_server_brokertopicmetrics_bytesin_total"}
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("rated", 2, 2)])["rated"].result(30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap})
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rated-reader",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["rated"])
+        rates: dict[str, str] = {}
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for i in range(100):
+                producer.produce("rated", value=b"v" * 1000, partition=i % 2)
+            producer.flush(30)
+            consumer.poll(0.5)
+            _, _, body = browser.get("/")
+            rates = dict(re.findall(r'id="(bytes-in|bytes-out)">([^<]*)<', body))
+            charted = re.search(r'id="bytes-chart"><svg.*?<polyline', body, re.S)  # two samples at least
+            if len(rates) == 2 and all(r.endswith("/s") and not r.startswith("0 B") for r in rates.values()) and charted:
+                break
+        else:
+            raise AssertionError(f"no byte rates on the overview: {rates}")
+        assert "Bytes per second leave out node 2: no metrics.listener" in body, body
+        _, _, topics = browser.get("/topics")
+        row = re.search(r'>rated</a></td>(.*?)</tr>', topics, re.S).group(1)
+        assert re.findall(r'<td>([^<]*B/s)</td>', row), row  # the topic's bytes in and out
+        consumer.close()
+    finally:
+        cluster.stop()

@@ -127,3 +127,14 @@ def test_collectors_are_called_at_each_render_and_names_must_be_unique():
 
 def test_an_empty_registry_renders_nothing():
     assert Registry().render() == ""
+
+
+def test_render_with_names_keeps_only_those_families():
+    registry = Registry()
+    registry.counter("wanted_total", "Wanted.").inc(3)
+    registry.counter("other_total", "Not wanted.").inc()
+    registry.add_collector(lambda: [gauge_family("computed", "Computed.").add((), 7)])
+    text = registry.render({"wanted_total", "computed", "no_such_metric"})
+    assert "wanted_total 3" in text and "computed 7" in text
+    assert "other_total" not in text
+    assert registry.render(set()) == ""

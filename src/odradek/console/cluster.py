@@ -4,7 +4,8 @@ confluent-kafka (librdkafka) does the work: the admin client for topics, configs
 users; a producer for the produce form; a few consumers that never join a group for the message browser.
 Their blocking calls run on a small thread pool and admin futures are awaited without blocking, because the
 console may share its event loop with a node. For the APIs librdkafka has no call for (DescribeQuorum,
-DescribeLogDirs, ListPartitionReassignments, ListTransactions, DescribeTransactions, DescribeProducers) the
+DescribeLogDirs, ListPartitionReassignments, ListTransactions, DescribeTransactions, DescribeProducers, and
+DescribeConfigs asked of each broker at once) the
 console sends the requests itself over Odradek's protocol client (`network.client.NodeConnection`, the
 CLI's too), logged in with the same credentials. Clients are made on first use, so a console nobody opens
 costs the cluster nothing.
@@ -30,6 +31,7 @@ FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS =
 TRANSACTION_KEY_TYPE = 1
 LIST_OFFSETS, LATEST, EARLIEST = 2, -1, -2
 DESCRIBE_ACLS = 29
+DESCRIBE_CONFIGS, BROKER_RESOURCE = 32, 4
 
 TopicPartitionKey = tuple[str, int]
 
@@ -423,6 +425,32 @@ class ClusterClient:
 
         await asyncio.gather(*(ask(b, a) for b, a in sorted(self.raw.brokers.items())))
         return sizes, sorted(dirs, key=lambda d: (d.broker, d.path)), errors
+
+    async def metrics_listeners(self) -> tuple[dict[int, tuple[str, str]], dict[int, str]]:
+        """Per broker: (its host as clients reach it, its `metrics.listener` setting, "" when it has none),
+        asked of each broker with DescribeConfigs; and the brokers that could not say, with why."""
+        await self.raw.metadata([])
+        found: dict[int, tuple[str, str]] = {}
+        errors: dict[int, str] = {}
+
+        async def ask(broker: int, address: tuple[str, int]) -> None:
+            body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": str(broker),
+                                   "configuration_keys": ["metrics.listener"]}],
+                    "include_synonyms": False, "include_documentation": False}
+            try:
+                response = await self.raw.request(address, DESCRIBE_CONFIGS, body)
+            except ConsoleError as exc:
+                errors[broker] = str(exc)
+                return
+            result = response["results"][0]
+            if result["error_code"]:
+                errors[broker] = error_name(result["error_code"])
+                return
+            value = next((c["value"] for c in result["configs"] if c["name"] == "metrics.listener"), None)
+            found[broker] = (address[0], value or "")
+
+        await asyncio.gather(*(ask(b, a) for b, a in sorted(self.raw.brokers.items())))
+        return found, errors
 
     async def quorum(self) -> dict:
         body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}

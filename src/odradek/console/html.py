@@ -73,6 +73,11 @@ def size(value: int | None) -> str:
     return ""  # pragma: no cover
 
 
+def byte_rate(value: float | None) -> str:
+    """Bytes per second in binary units: 1.5 MiB/s."""
+    return "–" if value is None else f"{size(round(value))}/s"
+
+
 def timestamp(ms: int | None) -> str:
     """Epoch milliseconds as UTC ISO 8601 with milliseconds; '–' when unknown (-1)."""
     if ms is None or ms < 0:

@@ -19,6 +19,7 @@ from odradek.console.cluster import ConsoleError, kafka_reason
 from odradek.console.html import (
     Html,
     button,
+    byte_rate,
     definitions,
     field,
     form,
@@ -181,9 +182,15 @@ async def overview_live(ctx: Context) -> Html:
                          else "good", number(sum(1 for p in partitions if p.leader < 0)))),
         ("Records in", html('<span id="records-in">{}</span>', f"{number(rate)}/s" if rate is not None
                                                                  else "measuring…")),
+        ("Bytes in / out", html('<span id="bytes-in">{}</span> / <span id="bytes-out">{}</span>',
+                                *(byte_rate(last) if last is not None else "measuring…"
+                                  for last in (sampler.bytes_in.last, sampler.bytes_out.last)))),
     ])
     chart = line_chart([("records/s", sampler.records_in.values())], unit="records/s written (all topics)",
                        id="throughput-chart")
+    bytes_chart = line_chart([("in", sampler.bytes_in.values()), ("out", sampler.bytes_out.values())],
+                             unit="bytes/s produced (in) and fetched by consumers (out), from the nodes' /metrics",
+                             id="bytes-chart")
     brokers = table(["Node", "Host", "Port", "Rack", "Leader of", "Replicas", ""],
                     [(n, host, port, rack or "–", number(leaders.get(n, 0)), number(replicas.get(n, 0)),
                       "controller" if n == controller else "") for n, host, port, rack in nodes], id="brokers")
@@ -206,7 +213,10 @@ async def overview_live(ctx: Context) -> Html:
         warnings.append(notice(f"DescribeCluster failed ({described_error}); nodes from Metadata", "warn"))
     if sampler.last_error:
         warnings.append(notice(f"The last sample failed: {sampler.last_error}", "warn"))
-    return join([facts, *warnings, html("<h2>Throughput</h2>"), chart, html("<h2>Nodes</h2>"), brokers, quorum_part,
+    if sampler.byte_rates_note:
+        warnings.append(notice(f"Bytes per second leave out {sampler.byte_rates_note}", "warn"))
+    return join([facts, *warnings, html("<h2>Throughput</h2>"), chart, bytes_chart, html("<h2>Nodes</h2>"), brokers,
+                 quorum_part,
                  html("<h2>Disks</h2>"), disk])
 
 
@@ -241,7 +251,9 @@ async def topics(ctx: Context) -> web.StreamResponse:
         rows.append((link(topic_url(name), name, class_="topic-link"),
                      error_text(topic.error) if topic.error is not None else number(len(topic.partitions)),
                      replication_factor(topic) or "–", number(sum(1 for p in parts if under_replicated(p))),
-                     number(records), size(topic_size), f"{rate:,.1f}/s" if rate is not None else "–"))
+                     number(records), size(topic_size), f"{rate:,.1f}/s" if rate is not None else "–",
+                     byte_rate(cluster.sampler.topic_bytes_in.get(name)),
+                     byte_rate(cluster.sampler.topic_bytes_out.get(name))))
     search_form = form("/topics", "", join([
         text_input("q", search, placeholder="name contains", id="topic-search"),
         html('<label class="inline"><input type="checkbox" name="internal" value="1"{}> internal topics</label>',
@@ -257,7 +269,8 @@ async def topics(ctx: Context) -> web.StreamResponse:
     body = join([
         search_form,
         pager(page, "/topics", {"q": search, "internal": "1" if show_internal else None}, "topics"),
-        table(["Topic", "Partitions", "Replication", "Under-replicated", "Records", "Size", "Records in"], rows,
+        table(["Topic", "Partitions", "Replication", "Under-replicated", "Records", "Size", "Records in", "Bytes in",
+               "Bytes out"], rows,
               id="topics", empty="no topics"),
         notice(f"Sizes unavailable: {dirs_error}", "warn") if dirs_error else "",
         html("<h2>Create a topic</h2>"), create,
@@ -320,10 +333,15 @@ async def topic(ctx: Context) -> web.StreamResponse:
                      number(mark[0]) if mark else "–", number(mark[1]) if mark else "–",
                      number(mark[1] - mark[0]) if mark else "–",
                      size(sizes.get((name, p))) if dirs is not None else "–"))
-    rate = cluster.sampler.topic_rates.get(name)
+    sampler = cluster.sampler
+    rate = sampler.topic_rates.get(name)
     facts = definitions([("Partitions", html('<span id="partition-total">{}</span>', len(ids))),
                          ("Replication factor", replication_factor(meta) or "–"),
-                         ("Records in", f"{rate:,.1f}/s" if rate is not None else "measuring…")])
+                         ("Records in", f"{rate:,.1f}/s" if rate is not None else "measuring…"),
+                         ("Bytes in / out", html('<span id="topic-bytes-in">{}</span> / '
+                                                 '<span id="topic-bytes-out">{}</span>',
+                                                 byte_rate(sampler.topic_bytes_in.get(name)),
+                                                 byte_rate(sampler.topic_bytes_out.get(name))))])
     warnings = [notice(f"Offsets unavailable: {marks_error}", "warn") if marks_error else "",
                 notice(f"Sizes unavailable: {dirs_error}", "warn") if dirs_error else ""]
     body = [topic_tabs(name, ""), facts, *warnings, html("<h2>Partitions</h2>"),

@@ -1,9 +1,10 @@
 """The recent history behind the console's charts, sampled from the cluster as any client sees it.
 
 Every few seconds, while someone is looking, the sampler asks for the log end offset of every partition
-(one batched ListOffsets per leader) and, for the groups whose pages were opened lately, their committed
-offsets. Records per second are the growth of log end offsets between samples; a group's lag is log end
-minus committed offset, summed over its partitions. Nobody looking for `IDLE_STOP_S`: it stops asking. A
+(one batched ListOffsets per leader), the nodes' own byte counters (their /metrics, `node_metrics`) and,
+for the groups whose pages were opened lately, their committed offsets. Records per second are the growth
+of log end offsets between samples, bytes per second the growth of each node's counters, summed over the
+nodes; a group's lag is log end minus committed offset, summed over its partitions. Nobody looking for `IDLE_STOP_S`: it stops asking. A
 slow sample (many partitions) stretches the interval so that sampling takes at most a tenth of the time.
 """
 
@@ -13,7 +14,9 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+
+from odradek.console.node_metrics import ALL_TOPICS, BYTES_IN, BYTES_OUT, CounterKey, NodeMetricsReader
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +42,11 @@ class Series:
         return self.points[-1][1] if self.points else None
 
 
-def growth_rates(before: Mapping[str, int], after: Mapping[str, int], seconds: float) -> dict[str, float]:
+def growth_rates(before: Mapping[Hashable, float], after: Mapping[Hashable, float],
+                 seconds: float) -> dict[Hashable, float]:
     """Per key, how fast a counter grew between two samples (per second). Keys in only one sample (a topic
-    created or deleted) have no rate; a counter that went down (a topic deleted and created again) counts 0."""
+    created or deleted) have no rate; a counter that went down (a topic deleted and created again, a node
+    restarted) counts 0."""
     if seconds <= 0:
         return {}
     return {key: max(0, after[key] - before[key]) / seconds for key in after.keys() & before.keys()}
@@ -61,12 +66,20 @@ class Sampler:
         self.clock = clock
         self.records_in = Series()  # records/s written to the cluster, all topics
         self.topic_rates: dict[str, float] = {}  # records/s per topic, from the last two samples
+        self.bytes_in = Series()  # bytes/s produced and consumed, all topics, summed over the nodes' counters
+        self.bytes_out = Series()
+        self.topic_bytes_in: dict[str, float] = {}
+        self.topic_bytes_out: dict[str, float] = {}
+        self.node_metrics = NodeMetricsReader(cluster, cluster.timeout_s)
+        self.byte_rates_note: str | None = None  # which nodes' counters the byte rates leave out, and why
         self.group_lags: dict[str, Series] = {}
         self.watched: dict[str, float] = {}  # group -> when its page was last looked at
         self.last_error: str | None = None
         self.last_sample: float | None = None
         self._ends: dict[str, int] | None = None  # per topic, the sum of its partitions' log end offsets
         self._ends_at = 0.0
+        self._counters: dict[CounterKey, float] | None = None
+        self._counters_at = 0.0
         self._last_touch = 0.0
         self._task: asyncio.Task | None = None
 
@@ -96,6 +109,7 @@ class Sampler:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+        await self.node_metrics.close()
 
     async def _run(self) -> None:
         while self.clock() - self._last_touch < IDLE_STOP_S:
@@ -115,8 +129,10 @@ class Sampler:
         metadata = await self.cluster.metadata(max_age_s=self.interval_s / 2)
         partitions = [(name, p) for name, topic in metadata.topics.items() if topic.error is None
                       for p in topic.partitions]
-        ends = await self.cluster.offsets(partitions, "latest") if partitions else {}
+        ends, counters = await asyncio.gather(
+            self.cluster.offsets(partitions, "latest") if partitions else _nothing(), self._node_counters())
         now = self.clock()
+        self._add_byte_rates(counters, now)
         sums: dict[str, int] = {}
         for (topic, _), offset in ends.items():
             if offset is not None:
@@ -134,3 +150,38 @@ class Sampler:
             committed = await self.cluster.committed(group)
             self.group_lags.setdefault(group, Series()).add(now, group_lag(committed, known))
         self.last_sample = now
+
+    async def _node_counters(self) -> dict[CounterKey, float] | None:
+        try:
+            counters = await self.node_metrics.read()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the byte rates go missing; the rest of the sample stands
+            self.byte_rates_note = f"the nodes' metrics could not be read: {str(exc) or type(exc).__name__}"
+            return None
+        self.byte_rates_note = "; ".join(f"node {node}: {why}" for node, why in sorted(counters.missing.items())) \
+            or None
+        return counters.values
+
+    def _add_byte_rates(self, counters: dict[CounterKey, float] | None, now: float) -> None:
+        if counters is None:
+            return
+        if self._counters is not None:
+            rates = growth_rates(self._counters, counters, now - self._counters_at)
+            totals = {BYTES_IN: 0.0, BYTES_OUT: 0.0}
+            topics: dict[str, dict[str, float]] = {BYTES_IN: {}, BYTES_OUT: {}}
+            for (_, name, topic), rate in rates.items():
+                if name not in totals:
+                    continue
+                if topic == ALL_TOPICS:
+                    totals[name] += rate
+                else:
+                    topics[name][topic] = topics[name].get(topic, 0.0) + rate
+            self.bytes_in.add(now, totals[BYTES_IN])
+            self.bytes_out.add(now, totals[BYTES_OUT])
+            self.topic_bytes_in, self.topic_bytes_out = topics[BYTES_IN], topics[BYTES_OUT]
+        self._counters, self._counters_at = counters, now
+
+
+async def _nothing() -> dict:
+    return {}

@@ -24,7 +24,8 @@ METRICS_KEY = web.AppKey("metrics", NodeMetrics)
 
 async def _metrics(request: web.Request) -> web.Response:
     try:
-        text = await request.app[METRICS_KEY].scrape()
+        names = request.query.getall("name[]", None)  # only these families, as Prometheus' clients answer it
+        text = await request.app[METRICS_KEY].scrape(set(names) if names is not None else None)
     except Exception:
         log.exception("rendering /metrics failed")
         return web.Response(status=500, text="rendering the metrics failed; see the node's log\n")

@@ -35,6 +35,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
+LAG_PREFIX = "kafka_consumergroup_"  # every family this module serves
 LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 7
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 REMOTE_TIMEOUT_S = 2.0

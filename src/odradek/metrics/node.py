@@ -10,11 +10,11 @@ name to Kafka's MBean.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from odradek.coordinator.classic_group import GroupState
 from odradek.coordinator.transactions import TxnState
-from odradek.metrics.lag import ConsumerLag
+from odradek.metrics.lag import LAG_PREFIX, ConsumerLag
 from odradek.metrics.process import LoopIdle, WindowedStat, disk_families, process_families
 from odradek.metrics.registry import MetricFamily, Registry, counter_family, gauge_family
 
@@ -63,10 +63,12 @@ class NodeMetrics:
         if self.node.quorum.on_commit_latency == self.raft_commit_latency.record:
             self.node.quorum.on_commit_latency = None
 
-    async def scrape(self) -> str:
-        """The /metrics body: remote end offsets for consumer lag first, then everything else at once."""
-        await self.lag.prepare()
-        return self.registry.render()
+    async def scrape(self, names: Collection[str] | None = None) -> str:
+        """The /metrics body: remote end offsets for consumer lag first, then everything else at once; with
+        `names`, only those families (and no remote offsets unless a lag family is named)."""
+        if names is None or any(name.startswith(LAG_PREFIX) for name in names):
+            await self.lag.prepare()
+        return self.registry.render(names)
 
     # collectors
 

@@ -3,7 +3,8 @@
 Sans-I/O: nothing here reads a clock or a socket. Metrics that are counted as things happen live in the
 registry (`Counter`, `Gauge`, `Histogram`); metrics computed when scraped come from collectors, callables
 that return `MetricFamily` values built from state the caller already has. `Registry.render()` is the body
-of a `GET /metrics` answer (content type `CONTENT_TYPE`).
+of a `GET /metrics` answer (content type `CONTENT_TYPE`); `render(names)` only the families named, as
+Prometheus' client libraries answer `/metrics?name[]=...`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -301,8 +302,12 @@ class Registry:
             seen.add(family.name)
         return families
 
-    def render(self) -> str:
-        return render(self.collect())
+    def render(self, names: Collection[str] | None = None) -> str:
+        """Every family, or only those named in `names` (what a `name[]` query asks for)."""
+        families = self.collect()
+        if names is not None:
+            families = [family for family in families if family.name in names]
+        return render(families)
 
 
 def render(families: Iterable[MetricFamily]) -> str:
