@@ -8,6 +8,7 @@ on its own against any cluster (Apache Kafka too). See docs/console.md.
     cluster.py   the cluster as the console reaches it: confluent-kafka clients off the event loop, plus raw
                  requests for the APIs librdkafka has no call for (quorum, log dirs, transactions)
     sampler.py   the recent history behind the charts: log end offsets and group lag sampled every few seconds
+    node_metrics.py  the nodes' own byte counters behind the bytes/s charts, read from their /metrics
     messages.py  the message browser: filters, JSON paths, how records are shown, paged bounded scans
     html.py      escaping by construction, layout, tables, pagers, forms and inline SVG charts
     session.py   signed session cookies, CSRF tokens and logins
