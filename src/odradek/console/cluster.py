@@ -26,6 +26,10 @@ from odradek.console.settings import ConsoleSettings
 CLIENT_ID = "odradek-console"
 BROWSE_GROUP = "odradek-console-browser"  # librdkafka wants a group id; the browser's consumers never join it
 IDLE_CONSUMERS = 2
+READ_POLL_S = 0.1
+# A browse consumer's fetch at the end of a partition waits this long on the broker, and a read that follows
+# on the same consumer waits for it to come back first: short, for pages that read, not tail, the log.
+BROWSE_FETCH_WAIT_MS = 10
 API_VERSIONS, METADATA, DESCRIBE_LOG_DIRS, LIST_REASSIGNMENTS, DESCRIBE_QUORUM = 18, 3, 35, 46, 55
 FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
 TRANSACTION_KEY_TYPE = 1
@@ -520,8 +524,11 @@ class ClusterClient:
         return Consumer(self._config({
             "group.id": BROWSE_GROUP, "enable.auto.commit": False, "enable.auto.offset.store": False,
             "enable.partition.eof": True, "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
-            "fetch.wait.max.ms": 100, "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 1 << 20,
+            "fetch.wait.max.ms": BROWSE_FETCH_WAIT_MS, "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 1 << 20,
             "queued.min.messages": 1000, "queued.max.messages.kbytes": 16384,
+            # a fetch that filled the queue past queued.min.messages holds off the partition's next fetch for
+            # this long (1 s by default), and that stays with the partition into the next read's assignment
+            "fetch.queue.backoff.ms": 0,
         }))
 
     async def read(self, topic: str, windows: Mapping[int, Window]) -> dict[int, list[Record]]:
@@ -544,13 +551,20 @@ class ClusterClient:
         try:
             consumer.assign([TopicPartition(topic, p, w.start) for p, w in pending.items()])
             deadline = time.monotonic() + self.timeout_s
+            next_offsets = {p: w.start for p, w in pending.items()}
             while pending:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise ConsoleError(f"reading {topic} timed out: partitions "
                                        f"{', '.join(map(str, sorted(pending)))} did not answer within "
                                        f"{self.timeout_s:g}s")
-                for message in consumer.consume(num_messages=1000, timeout=min(left, 0.5)):
+                # consume() returns once it has num_messages or at its timeout: ask for no more than the
+                # windows can still hold, so the last records of a page come back as soon as they arrive; a
+                # short timeout bounds the wait where offsets hold no record (transaction markers, compacted
+                # keys) and the end of the partition has to be reported.
+                expected = sum(w.end - next_offsets[p] for p, w in pending.items())
+                for message in consumer.consume(num_messages=max(1, min(1000, expected)),
+                                                timeout=min(left, READ_POLL_S)):
                     p = message.partition()
                     error = message.error()
                     if error is not None:
@@ -562,6 +576,7 @@ class ClusterClient:
                     if window is None:
                         continue
                     offset = message.offset()
+                    next_offsets[p] = offset + 1
                     if offset >= window.end:
                         pending.pop(p)
                         continue
