@@ -128,6 +128,15 @@ def committed(admin: AdminClient, group: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
+def topic_config(admin: AdminClient, topic: str, name: str) -> tuple[str, str]:
+    """(value, source) of one config of the topic, as the admin client describes it."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    resource = ConfigResource("topic", topic)
+    entry = admin.describe_configs([resource])[resource].result(30)[name]
+    return entry.value, ConfigSource(entry.source).name
+
+
 def test_walk_topic_produce_browse_group_lag_reset_delete(node_factory, tmp_path, artifacts):
     node = node_factory({"group.initial.rebalance.delay.ms": "0"})
     console = ConsoleProcess(node.bootstrap, tmp_path / "console.log").wait_ready()
@@ -235,7 +244,38 @@ def test_walk_topic_produce_browse_group_lag_reset_delete(node_factory, tmp_path
             assert marker in walk.driver.page_source, walk.element("main").text
             walk.shot(name)
 
+        # Edit a config in place, then reset it to its default; add a partition.
+        def config_form(name: str):
+            return walk.driver.find_element("xpath", f"//form[input[@name='name' and @value='{name}']]")
+
+        value = config_form("retention.ms").find_element("css selector", "input[name='value']")
+        value.clear()
+        value.send_keys("3600000")
+        config_form("retention.ms").find_element("css selector", "button[value='set']").click()
+        walk.wait(lambda d: "Set retention.ms=3600000" in d.page_source, "the config set")
+        assert topic_config(admin, topic, "retention.ms") == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+        walk.shot("config-set")
+        config_form("retention.ms").find_element("css selector", "button[value='delete']").click()
+        walk.wait(lambda d: "retention.ms is back to its default" in d.page_source, "the config reset")
+        assert topic_config(admin, topic, "retention.ms")[1] != "DYNAMIC_TOPIC_CONFIG"
+        walk.fill("#partition-count-input", "3")
+        walk.driver.find_element("xpath", "//button[text()='Add partitions']").click()
+        walk.wait(lambda d: f"{topic} now has 3 partitions" in d.page_source, "the partition added")
+        walk.wait_text("#partition-total", "3", "three partitions on the page")
+        walk.shot("partition-added")
+
+        # Delete the group (the browser asks to confirm first).
+        walk.open(f"/group?id={group}")
+        walk.wait_text("#group-state", "Empty", "the group page again")
+        walk.click("#delete-group")
+        walk.driver.switch_to.alert.accept()
+        walk.wait(lambda d: f"Deleted group {group}" in d.page_source, "the group deleted")
+        assert group not in [g.group_id for g in admin.list_consumer_groups().result(30).valid]
+        walk.shot("group-deleted")
+
         # Delete the topic: type its name to confirm.
+        walk.open(f"/topics/{topic}")
+        walk.wait(lambda d: walk.element("#delete-confirm"), "the topic page again")
         walk.fill("#delete-confirm", topic)
         walk.click("#delete-topic")
         walk.wait(lambda d: f"Deleted topic {topic}" in d.page_source, "the topic deleted")
@@ -252,7 +292,7 @@ def test_walk_topic_produce_browse_group_lag_reset_delete(node_factory, tmp_path
             consumer.close()
         walk.quit()
         console.stop()
-    assert len(list(artifacts.glob("walk-*.png"))) == walk.shots >= 15
+    assert len(list(artifacts.glob("walk-*.png"))) == walk.shots >= 18
 
 
 def test_the_console_a_node_serves_in_the_browser(node_factory, artifacts):
