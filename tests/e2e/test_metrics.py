@@ -169,7 +169,12 @@ def test_produce_and_consume_move_the_counters_by_what_the_clients_did(metrics_n
     assert fetches > after_produce.get(BT + "totalfetchrequests_total", topic=topic)
     assert after_two.get(BT + "totalfetchrequests_total") >= fetches
 
-    # refused produces: a partition that does not exist, and a batch with a bad CRC
+    # Refused produces. Kafka counts as failed only what a client does not expect: here a keyless record for a
+    # compacted topic, twice; not a partition that does not exist, a batch with a bad CRC, a topic that does not
+    # exist, though they count as produce requests.
+    compacted = name("compacted")
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})  # must outlive the future it answers
+    admin.create_topics([NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"})])[compacted].result(30)
     with RawClient(node.bootstrap) as client:
         assert raw_produce(client, topic, 7, build_batch([(None, b"x", [])])) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         corrupt = bytearray(build_batch([(None, b"x", [])]))
@@ -177,9 +182,14 @@ def test_produce_and_consume_move_the_counters_by_what_the_clients_did(metrics_n
         assert raw_produce(client, topic, 0, bytes(corrupt)) == ErrorCode.CORRUPT_MESSAGE
         assert raw_produce(client, name("no-such-topic"), 0, build_batch([(None, b"x", [])])) \
             == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for _ in range(2):
+            assert raw_produce(client, compacted, 0, build_batch([(None, b"x", [])])) == ErrorCode.INVALID_RECORD
     failed = scrape(port)
-    assert failed.get(BT + "failedproducerequests_total", topic=topic) == 2
-    assert failed.get(BT + "failedproducerequests_total") - after_two.get(BT + "failedproducerequests_total") == 3
+    assert failed.get(BT + "failedproducerequests_total", topic=topic) == 0
+    assert failed.get(BT + "totalproducerequests_total", topic=topic) \
+        == after_two.get(BT + "totalproducerequests_total", topic=topic) + 2
+    assert failed.get(BT + "failedproducerequests_total", topic=compacted) == 2
+    assert failed.get(BT + "failedproducerequests_total") - after_two.get(BT + "failedproducerequests_total") == 2
     assert failed.get(BT + "messagesin_total", topic=topic) == produced
     assert not any(("topic", "no-such-topic") in pairs for _, pairs in failed.samples)
 

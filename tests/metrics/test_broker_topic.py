@@ -2,6 +2,7 @@
 
 from odradek.metrics.broker_topic import BrokerTopicStats
 from odradek.metrics.registry import render
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.file_region import FileRegion
 
 
@@ -17,15 +18,16 @@ def test_appends_count_per_topic_and_in_total():
     stats.appended("a", 3, 300)
     stats.appended("a", 2, 100)
     stats.appended("b", 1, 50)
-    stats.append_failed("a", True)
-    stats.append_failed("made-up", False)  # a topic never hosted here: only the total counts it
+    stats.append_failed("a", True, ErrorCode.INVALID_RECORD)
+    stats.append_failed("a", True, ErrorCode.NOT_LEADER_OR_FOLLOWER)  # expected by clients: not a failure, as Kafka
+    stats.append_failed("made-up", False, ErrorCode.NOT_ENOUGH_REPLICAS)  # never hosted here: only the total has it
     got = samples(stats)
     assert got[(PREFIX + "messagesin_total", (("topic", "a"),))] == 5
     assert got[(PREFIX + "messagesin_total", ())] == 6
     assert got[(PREFIX + "bytesin_total", (("topic", "a"),))] == 400
     assert got[(PREFIX + "bytesin_total", ())] == 450
-    assert got[(PREFIX + "totalproducerequests_total", (("topic", "a"),))] == 3
-    assert got[(PREFIX + "totalproducerequests_total", ())] == 5
+    assert got[(PREFIX + "totalproducerequests_total", (("topic", "a"),))] == 4
+    assert got[(PREFIX + "totalproducerequests_total", ())] == 6
     assert got[(PREFIX + "failedproducerequests_total", (("topic", "a"),))] == 1
     assert got[(PREFIX + "failedproducerequests_total", ())] == 2
     assert not any(labels == (("topic", "made-up"),) for _, labels in got)
@@ -34,11 +36,12 @@ def test_appends_count_per_topic_and_in_total():
 def test_reads_count_requests_and_failures():
     stats = BrokerTopicStats()
     stats.read("a")
-    stats.read_failed("a", False)  # not hosted (a partition that does not exist), but the topic has counters
-    stats.read_failed("made-up", False)
+    stats.read_failed("a", False, ErrorCode.UNKNOWN_SERVER_ERROR)  # not hosted here, but the topic has counters
+    stats.read_failed("a", True, ErrorCode.OFFSET_OUT_OF_RANGE)  # expected by clients: not a failure, as Kafka
+    stats.read_failed("made-up", False, ErrorCode.UNKNOWN_SERVER_ERROR)
     got = samples(stats)
-    assert got[(PREFIX + "totalfetchrequests_total", (("topic", "a"),))] == 2
-    assert got[(PREFIX + "totalfetchrequests_total", ())] == 3
+    assert got[(PREFIX + "totalfetchrequests_total", (("topic", "a"),))] == 3
+    assert got[(PREFIX + "totalfetchrequests_total", ())] == 4
     assert got[(PREFIX + "failedfetchrequests_total", (("topic", "a"),))] == 1
     assert got[(PREFIX + "failedfetchrequests_total", ())] == 2
 

@@ -211,7 +211,7 @@ class ReplicaManager:
         if result.error == ErrorCode.NONE:
             self.topic_stats.appended(topic, result.last_offset - result.base_offset + 1, len(records))
         else:
-            self.topic_stats.append_failed(topic, (topic, index) in self.partitions)
+            self.topic_stats.append_failed(topic, (topic, index) in self.partitions, result.error)
         return result
 
     def append_marker(self, topic: str, index: int, commit: bool, producer_id: int, producer_epoch: int,
@@ -298,7 +298,7 @@ class ReplicaManager:
             except OSError as exc:
                 raise self._storage_failed(partition, exc) from exc
         except KafkaError as exc:
-            self.topic_stats.read_failed(topic, (topic, index) in self.partitions)
+            self.topic_stats.read_failed(topic, (topic, index) in self.partitions, exc.code)
             return FetchRead(exc.code)  # as Kafka: a consumer gets no offsets with an error
         self.topic_stats.read(topic)
         aborted = None
@@ -347,7 +347,7 @@ class ReplicaManager:
                 if throttled and region is not None:
                     self.leader_quota.record(region.size)
         except KafkaError as exc:
-            self.topic_stats.read_failed(topic, (topic, index) in self.partitions)
+            self.topic_stats.read_failed(topic, (topic, index) in self.partitions, exc.code)
             return self._failed_read(topic, index, exc)
         self.topic_stats.read(topic)
         return FetchRead(ErrorCode.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset, region)

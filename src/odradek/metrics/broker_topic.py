@@ -13,10 +13,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from odradek.metrics.registry import MetricFamily, counter_family
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.file_region import FileRegion
 
 FETCH_API_KEY = 1
 PREFIX = "kafka_server_brokertopicmetrics_"
+
+# As Kafka's replica manager, the failed-request counters leave out the errors a client is expected to meet
+# (a leader that moved, a topic that is gone, a batch too large or corrupt, an offset out of range): they are
+# there for failures of the broker to handle a request. What is refused otherwise counts (a record the topic
+# does not accept, too few in-sync replicas for acks=all, a fenced producer).
+EXPECTED_PRODUCE_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
+EXPECTED_FETCH_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.OFFSET_OUT_OF_RANGE})
 
 
 class TopicStats:
@@ -43,11 +56,13 @@ COUNTERS = (
     ("produce_requests", "totalproducerequests_total", "Partition appends asked of this node by Produce requests "
                                                        "and the coordinators, one per partition of a request "
                                                        "(TotalProduceRequestsPerSec)."),
-    ("failed_produce_requests", "failedproducerequests_total", "Partition appends refused with an error "
-                                                               "(FailedProduceRequestsPerSec)."),
+    ("failed_produce_requests", "failedproducerequests_total", "Partition appends refused with an error other "
+                                                               "than those a client expects, as Kafka counts "
+                                                               "them (FailedProduceRequestsPerSec)."),
     ("fetch_requests", "totalfetchrequests_total", "Partition reads by consumer and follower fetches, one per "
                                                    "partition read (TotalFetchRequestsPerSec)."),
-    ("failed_fetch_requests", "failedfetchrequests_total", "Partition reads answered with an error "
+    ("failed_fetch_requests", "failedfetchrequests_total", "Partition reads answered with an error other than "
+                                                           "those a client expects, as Kafka counts them "
                                                            "(FailedFetchRequestsPerSec)."),
 )
 
@@ -75,21 +90,23 @@ class BrokerTopicStats:
         stats.messages_in += records
         stats.bytes_in += size
 
-    def append_failed(self, topic: str, hosted: bool) -> None:
-        """An append was refused; `hosted`: the partition has a replica here."""
+    def append_failed(self, topic: str, hosted: bool, error: int) -> None:
+        """An append was refused with `error`; `hosted`: the partition has a replica here."""
         stats = self.topics.get(topic) or (self._new(topic) if hosted else self.other)
         stats.produce_requests += 1
-        stats.failed_produce_requests += 1
+        if error not in EXPECTED_PRODUCE_ERRORS:
+            stats.failed_produce_requests += 1
 
     def read(self, topic: str) -> None:
         """A partition read by a fetch."""
         (self.topics.get(topic) or self._new(topic)).fetch_requests += 1
 
-    def read_failed(self, topic: str, hosted: bool) -> None:
-        """A partition read answered with an error; `hosted`: the partition has a replica here."""
+    def read_failed(self, topic: str, hosted: bool, error: int) -> None:
+        """A partition read answered with `error`; `hosted`: the partition has a replica here."""
         stats = self.topics.get(topic) or (self._new(topic) if hosted else self.other)
         stats.fetch_requests += 1
-        stats.failed_fetch_requests += 1
+        if error not in EXPECTED_FETCH_ERRORS:
+            stats.failed_fetch_requests += 1
 
     def fetch_response(self, ctx, request: dict, response: dict) -> None:
         """A Fetch response about to be sent: its record bytes are bytes out (to a consumer) or replication
