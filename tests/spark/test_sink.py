@@ -22,7 +22,7 @@ from odradek.spark.sink import (  # noqa: E402
     transactional_id,
     write_streaming_task,
 )
-from tests.spark.topics import create_topic, read_all, unique  # noqa: E402
+from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
 
 
 def values(records) -> list[bytes]:
@@ -159,7 +159,7 @@ def test_driver_killed_with_kill_9_resumes_without_loss_or_duplicates(shared_nod
                                 stdout=subprocess.DEVNULL, stderr=open(tmp_path / "driver.log", "ab"),
                                 env=env, start_new_session=True)
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + SPARK_DEADLINE_S
             while time.monotonic() < deadline:
                 n = len(read_all(shared_node.bootstrap, topic))
                 if n >= min_records:
@@ -227,7 +227,7 @@ def test_streaming_batch_replayed_after_its_commit_file_is_lost_is_not_written_t
                  .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
                  .option("topic", topic).option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        query.awaitTermination(SPARK_DEADLINE_S)
         return query
 
     run_once()  # rate-micro-batch with availableNow: one batch, ids 0..9
@@ -255,5 +255,5 @@ def test_a_recreated_checkpoint_is_a_new_sink_whose_batches_are_written(spark, s
                  .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
                  .option("topic", topic).option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        query.awaitTermination(SPARK_DEADLINE_S)
     assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == sorted(list(range(5)) * 2)

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 pytest.importorskip("pyspark")
 pytest.importorskip("odradek.spark.datasource")
 
-from tests.spark.topics import create_topic, read_all, unique  # noqa: E402
+from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
 
 BASE_MS = 1_700_000_000_000
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
@@ -139,7 +139,7 @@ def run_available_now(df, checkpoint: Path):
     """Run an availableNow query to its end; raises the query's error if it fails."""
     query = start_memory(df, checkpoint, available_now=True)
     try:
-        assert query.awaitTermination(120), "availableNow query did not finish within 120 s"
+        assert query.awaitTermination(SPARK_DEADLINE_S), "availableNow query did not finish"
     finally:
         query.stop()
     return query
@@ -161,7 +161,7 @@ def collect_available_now(df, checkpoint: Path) -> list[tuple]:
     """Run an availableNow query to its end into a list; raises the query's error if it fails."""
     query, collected = start_collecting(df, checkpoint, available_now=True)
     try:
-        assert query.awaitTermination(120), "availableNow query did not finish within 120 s"
+        assert query.awaitTermination(SPARK_DEADLINE_S), "availableNow query did not finish"
     finally:
         query.stop()
     return sorted(collected)
@@ -641,7 +641,7 @@ def test_source_to_sink_is_exactly_once_across_driver_kill_9(spark, shared_node,
                                      str(checkpoint)], stdout=subprocess.DEVNULL, stderr=log, env=env,
                                     start_new_session=True)
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + SPARK_DEADLINE_S
             while time.monotonic() < deadline:
                 n = record_count(shared_node.bootstrap, target)
                 if n >= min_records:
@@ -660,7 +660,7 @@ def test_source_to_sink_is_exactly_once_across_driver_kill_9(spark, shared_node,
     query = copy_stream(spark, shared_node.bootstrap, source, target, checkpoint, available_now=True,
                         max_per_trigger=None)
     try:
-        assert query.awaitTermination(120)
+        assert query.awaitTermination(SPARK_DEADLINE_S)
     finally:
         query.stop()
     outputs = collections.Counter((k, v) for _, k, v, _ in read_all(shared_node.bootstrap, target))
@@ -676,7 +676,7 @@ def test_source_to_sink_is_exactly_once_across_query_stop_and_restart(spark, sha
     query = copy_stream(spark, shared_node.bootstrap, source, target, checkpoint, available_now=False,
                         max_per_trigger=100)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SPARK_DEADLINE_S
         while record_count(shared_node.bootstrap, target) < 100:
             assert query.isActive and time.monotonic() < deadline, query.exception()
             time.sleep(0.05)
@@ -686,7 +686,7 @@ def test_source_to_sink_is_exactly_once_across_query_stop_and_restart(spark, sha
     query = copy_stream(spark, shared_node.bootstrap, source, target, checkpoint, available_now=True,
                         max_per_trigger=100)
     try:
-        assert query.awaitTermination(120)
+        assert query.awaitTermination(SPARK_DEADLINE_S)
     finally:
         query.stop()
     outputs = collections.Counter((k, v) for _, k, v, _ in read_all(shared_node.bootstrap, target))

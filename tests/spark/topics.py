@@ -1,9 +1,15 @@
-"""Topic helpers for the Spark tests: unique names, creating topics, reading a topic back with confluent-kafka."""
+"""Topic helpers for the Spark tests: unique names, creating topics, reading a topic back with confluent-kafka;
+and how long a Spark step may take before a test gives up on it."""
 
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+# A failure bound, never a wait: a Spark driver's JVM start and its first micro-batch take tens of seconds on
+# a loaded 2-core machine (a whole minute and a half has been seen), so a step that makes no progress in five
+# minutes is stuck.
+SPARK_DEADLINE_S = 300
 
 
 def unique(prefix: str) -> str:
