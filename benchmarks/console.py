@@ -1,7 +1,7 @@
 """The web console at size: its pages on a large topic, and whether browsing disturbs producers.
 
     .venv/bin/python benchmarks/console.py [--gib 10] [--partitions 4] [--value-bytes 1000] [--runs 5]
-        [--rate 5000] [--seconds 20] [--rounds 3]
+        [--rate 5000] [--seconds 20] [--rounds 3] [--pause 0]
 
 One Odradek node with `metrics.listener` (so it serves the console) and, next to it, `odradek console` as a
 process of its own against the same node.
@@ -14,8 +14,8 @@ process of its own against the same node.
   the answer.
 - disturbance: a producer at --rate records/s (acks=all, linger.ms=0, 100 B) with its consumer measures
   end-to-end latency for --seconds (rdkafka_load latency) with nobody browsing, while a loop fetches message
-  pages back to back from the node's own console, and while it does the same from the separate console
-  process; --rounds rounds, interleaved. Reports each setting's median p50 and p99 and the pages fetched per
+  pages from the node's own console (back to back, or --pause seconds apart, as a person clicks), and while it
+  does the same from the separate console process; --rounds rounds, interleaved. Reports each setting's median p50 and p99 and the pages fetched per
   second.
 
 Nothing here is part of `make test`; figures go to BENCHMARKS.md.
@@ -113,7 +113,8 @@ def latency(bootstrap: str, rate: int, seconds: float) -> tuple[float, float]:
     return p50, p99
 
 
-def browse_while(base: str, topic: str, middle: int, stop: threading.Event, counter: list[int]) -> None:
+def browse_while(base: str, topic: str, middle: int, pause: float, stop: threading.Event,
+                 counter: list[int]) -> None:
     paths = [f"/topics/{topic}/messages", f"/topics/{topic}/messages?partition=0&start=offset&offset={middle}",
              f"/api/topics/{topic}/messages?partition=1"]
     i = 0
@@ -121,10 +122,11 @@ def browse_while(base: str, topic: str, middle: int, stop: threading.Event, coun
         fetch(base + paths[i % len(paths)])
         counter[0] += 1
         i += 1
+        stop.wait(pause)
 
 
 def disturbance(node: Odradek, consoles: dict[str, str], topic: str, middle: int, rate: int, seconds: float,
-                rounds: int) -> dict[str, list[tuple[float, float, float]]]:
+                rounds: int, pause: float) -> dict[str, list[tuple[float, float, float]]]:
     figures: dict[str, list[tuple[float, float, float]]] = {"nobody browsing": []}
     figures.update({f"browsing the {name}": [] for name in consoles})
     for round_ in range(rounds):
@@ -134,7 +136,7 @@ def disturbance(node: Odradek, consoles: dict[str, str], topic: str, middle: int
             browser = None
             if setting != "nobody browsing":
                 base = consoles[setting.removeprefix("browsing the ")]
-                browser = threading.Thread(target=browse_while, args=(base, topic, middle, stop, counter))
+                browser = threading.Thread(target=browse_while, args=(base, topic, middle, pause, stop, counter))
                 browser.start()
             started = time.perf_counter()
             try:
@@ -159,6 +161,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between the browsing loop's pages")
     args = parser.parse_args()
     if not os.path.exists(RDKAFKA_LOAD):
         sys.exit("benchmarks/rdkafka_load is missing: `make bench` builds it")
@@ -182,7 +185,8 @@ def main() -> None:
         print("pages of the node's console:", flush=True)
         pages = page_figures(consoles["node's console"], topic, middle, middle_time, args.runs)
         print(f"producer latency at {args.rate:,} records/s:", flush=True)
-        latencies = disturbance(node, consoles, topic, middle, args.rate, args.seconds, args.rounds)
+        latencies = disturbance(node, consoles, topic, middle, args.rate, args.seconds, args.rounds,
+                                args.pause)
 
         print(f"\n{args.gib:g} GiB in {args.partitions} partitions, {args.value_bytes} B values\n")
         print("| page | median s | slowest s | answer bytes |\n| --- | --- | --- | --- |")
