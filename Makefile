@@ -70,6 +70,7 @@ bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python benchmarks/small_requests.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py
+	$(BIN)/python benchmarks/console.py
 	$(BIN)/python benchmarks/profile.py
 	$(BIN)/python benchmarks/profile.py --small-requests 5000
 
