@@ -216,8 +216,7 @@ async def overview_live(ctx: Context) -> Html:
     if sampler.byte_rates_note:
         warnings.append(notice(f"Bytes per second leave out {sampler.byte_rates_note}", "warn"))
     return join([facts, *warnings, html("<h2>Throughput</h2>"), chart, bytes_chart, html("<h2>Nodes</h2>"), brokers,
-                 quorum_part,
-                 html("<h2>Disks</h2>"), disk])
+                 quorum_part, html("<h2>Disks</h2>"), disk])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -270,8 +269,7 @@ async def topics(ctx: Context) -> web.StreamResponse:
         search_form,
         pager(page, "/topics", {"q": search, "internal": "1" if show_internal else None}, "topics"),
         table(["Topic", "Partitions", "Replication", "Under-replicated", "Records", "Size", "Records in", "Bytes in",
-               "Bytes out"], rows,
-              id="topics", empty="no topics"),
+               "Bytes out"], rows, id="topics", empty="no topics"),
         notice(f"Sizes unavailable: {dirs_error}", "warn") if dirs_error else "",
         html("<h2>Create a topic</h2>"), create,
     ])

@@ -4,8 +4,9 @@ Every few seconds, while someone is looking, the sampler asks for the log end of
 (one batched ListOffsets per leader), the nodes' own byte counters (their /metrics, `node_metrics`) and,
 for the groups whose pages were opened lately, their committed offsets. Records per second are the growth
 of log end offsets between samples, bytes per second the growth of each node's counters, summed over the
-nodes; a group's lag is log end minus committed offset, summed over its partitions. Nobody looking for `IDLE_STOP_S`: it stops asking. A
-slow sample (many partitions) stretches the interval so that sampling takes at most a tenth of the time.
+nodes; a group's lag is log end minus committed offset, summed over its partitions. Nobody looking for
+`IDLE_STOP_S`: it stops asking. A slow sample (many partitions) stretches the interval so that sampling
+takes at most a tenth of the time.
 """
 
 from __future__ import annotations
