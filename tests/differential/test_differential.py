@@ -438,25 +438,92 @@ def describe_client_quotas_with_filters(target):
     return answers
 
 
-def until_coordinator_serves(send, error_codes):
+COORDINATOR_BUSY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+CONCURRENT_TRANSACTIONS = 51
+UNSTABLE_OFFSET_COMMIT = 88
+
+
+def until_coordinator_serves(send, error_codes, busy=frozenset(COORDINATOR_BUSY)):
     """send() again while the answer says the coordinator is still loading or moving (Kafka's loads its offsets
-    partition some time after FindCoordinator names it)."""
+    partition some time after FindCoordinator names it), or another of the `busy` errors."""
     deadline = time.monotonic() + 60
     while True:
         response = send()
-        if not set(error_codes(response)) & {14, 15, 16} or time.monotonic() > deadline:
+        if not set(error_codes(response)) & busy or time.monotonic() > deadline:
             return response
         time.sleep(0.2)
 
 
-def find_coordinator(client: RawClient, group: str) -> dict:
-    """The group's coordinator, once there is one (the offsets topic is created by the first request)."""
+def find_coordinator(client: RawClient, key: str, key_type: int = 0) -> dict:
+    """The group's (key_type 1: the transactional id's) coordinator, once there is one (the internal topic is
+    created by the first request)."""
     deadline = time.monotonic() + 60
     while True:
-        answer = client.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+        answer = client.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})["coordinators"][0]
         if answer["error_code"] == 0 or time.monotonic() > deadline:
             return answer
         time.sleep(0.2)
+
+
+def offsets_in_transactions(target):
+    """TxnOffsetCommit before AddOffsetsToTxn is refused (the coordinator verifies the transaction, KIP-890); after
+    it, the offsets wait for the commit marker (OffsetFetch require_stable: UNSTABLE_OFFSET_COMMIT), then count;
+    and the commit of an instance a newer one fenced is refused and changes nothing."""
+    txn_id, group = "txo", "txo-group"
+    with connect(target) as client:
+        create_topics(client, [("txn-offsets", 1, 1, {})])
+        find_coordinator(client, txn_id, key_type=1)
+        find_coordinator(client, group)
+
+        def init() -> dict:
+            return until_coordinator_serves(lambda: client.request(22, 4, {
+                "transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1,
+                "producer_epoch": -1}), lambda r: [r["error_code"]], COORDINATOR_BUSY | {CONCURRENT_TRANSACTIONS})
+
+        def commit(version: int, producer: dict, offset: int) -> list:
+            response = until_coordinator_serves(lambda: client.request(28, version, {
+                "transactional_id": txn_id, "group_id": group, "producer_id": producer["producer_id"],
+                "producer_epoch": producer["producer_epoch"], "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": "txn-offsets", "partitions": [
+                    {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}), partition_codes)
+            return partition_codes(response)
+
+        def fetched() -> list:
+            response = client.request(9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": True})
+            return [(g["error_code"], [(t["name"], [(p["partition_index"], p["committed_offset"], p["error_code"])
+                                                    for p in t["partitions"]]) for t in g["topics"]])
+                    for g in response["groups"]]
+
+        def fetch_codes(groups: list) -> list:
+            return [code for code, topics in groups for code in [code] + [p[2] for _, ps in topics for p in ps]]
+
+        until_coordinator_serves(fetched, fetch_codes)  # Kafka's loads the group's partition a while after
+        first = init()
+        seen = {"init": first["error_code"],
+                "before AddOffsetsToTxn, v3": commit(3, first, 1),
+                "before AddOffsetsToTxn, v4": commit(4, first, 1),
+                "fetch": fetched()}
+        seen["AddOffsetsToTxn"] = until_coordinator_serves(lambda: client.request(25, 3, {
+            "transactional_id": txn_id, "producer_id": first["producer_id"],
+            "producer_epoch": first["producer_epoch"], "group_id": group}), lambda r: [r["error_code"]],
+            COORDINATOR_BUSY | {CONCURRENT_TRANSACTIONS})["error_code"]
+        seen["after AddOffsetsToTxn"] = commit(3, first, 2)
+        seen["fetch while the transaction is open"] = fetched()
+        seen["EndTxn"] = client.request(26, 3, {"transactional_id": txn_id, "producer_id": first["producer_id"],
+                                                "producer_epoch": first["producer_epoch"], "committed": True})[
+            "error_code"]
+        seen["fetch once committed"] = until_coordinator_serves(fetched, fetch_codes,
+                                                                COORDINATOR_BUSY | {UNSTABLE_OFFSET_COMMIT})
+        second = init()
+        seen["fenced instance"] = commit(3, first, 3)
+        seen["fetch after the fenced commit"] = fetched()
+        seen["epoch bumped"] = second["producer_epoch"] - first["producer_epoch"]
+    return seen
+
+
+def partition_codes(response: dict) -> list:
+    return [(t["name"], p["partition_index"], p["error_code"]) for t in response["topics"] for p in t["partitions"]]
 
 
 SCENARIOS = {f.__name__: f for f in (
@@ -465,7 +532,7 @@ SCENARIOS = {f.__name__: f for f in (
     describe_topic_configs, describe_broker_configs, list_offsets_by_time, describe_cluster,
     describe_topic_partitions, offsets_of_groups, order_of_described_topic_configs, metadata_of_a_topic,
     alter_configs_with_bad_input, delete_topics_that_do_not_exist, fetch_out_of_range,
-    alter_client_quotas_with_bad_input, describe_client_quotas_with_filters)}
+    alter_client_quotas_with_bad_input, describe_client_quotas_with_filters, offsets_in_transactions)}
 
 
 TOOL_SCENARIOS = {f.__name__: f for f in (java_tools_describe_a_topic,)}

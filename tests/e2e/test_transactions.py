@@ -524,7 +524,10 @@ def test_kafka_python_transactional_producer(shared_node):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
+    from kafka.structs import OffsetAndMetadata
+
     topic = topic_name("txn-kafka-python")
+    group = f"{topic}-group"
     create_topic(shared_node, topic, partitions=2)
     producer = KafkaProducer(bootstrap_servers=shared_node.bootstrap, transactional_id=txn_id("kp"),
                              enable_idempotence=True)
@@ -533,10 +536,13 @@ def test_kafka_python_transactional_producer(shared_node):
         producer.begin_transaction()
         for i in range(10):
             producer.send(topic, value=f"commit-{i}".encode(), partition=i % 2)
+        # offsets in the transaction (AddOffsetsToTxn, then TxnOffsetCommit, verified by the coordinator)
+        producer.send_offsets_to_transaction({KTopicPartition(topic, 0): OffsetAndMetadata(5, "", -1)}, group)
         producer.commit_transaction()
         producer.begin_transaction()
         for i in range(10):
             producer.send(topic, value=f"abort-{i}".encode(), partition=i % 2)
+        producer.send_offsets_to_transaction({KTopicPartition(topic, 0): OffsetAndMetadata(9, "", -1)}, group)
         producer.flush()
         producer.abort_transaction()
         producer.begin_transaction()
@@ -557,6 +563,9 @@ def test_kafka_python_transactional_producer(shared_node):
     assert [v for p, v in got["read_committed"] if p == 0] == [f"commit-{i}" for i in range(0, 10, 2)] + ["commit-last"]
     assert [v for p, v in got["read_committed"] if p == 1] == [f"commit-{i}" for i in range(1, 10, 2)]
     assert len(got["read_uncommitted"]) == 21
+    committer = KafkaConsumer(bootstrap_servers=shared_node.bootstrap, group_id=group, enable_auto_commit=False)
+    assert committer.committed(KTopicPartition(topic, 0)) == 5  # the aborted transaction's 9 was dropped
+    committer.close()
     assert values(read_all(shared_node, topic, [0, 1], "read_committed")) and \
         sorted(values(read_all(shared_node, topic, [0, 1], "read_committed"))) == \
         sorted([f"commit-{i}" for i in range(10)] + ["commit-last"])

@@ -150,11 +150,12 @@ class GroupService:
                     response = {**response, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
                 future.set_result(response)
 
-    async def write(self, appends: list[Append]) -> bool:
-        """Write appends for a response the handler builds itself; True once every in-sync replica has them."""
+    async def write(self, appends: list[Append], verification: object = False) -> bool:
+        """Write appends for a response the handler builds itself; True once every in-sync replica has them.
+        `verification`: the guard of a transactional write's verification with the transaction coordinator."""
         ok, waits = True, []
         for append in appends:
-            written, wait = self._append(append)
+            written, wait = self._append(append, verification)
             ok = ok and written
             if wait is not None:
                 waits.append(wait)
@@ -166,7 +167,7 @@ class GroupService:
             [(OFFSETS_TOPIC, partition, last_offset, epoch) for partition, last_offset, epoch in waits], COMMIT_TIMEOUT_S)
         return all(error == ErrorCode.NONE for error in errors)
 
-    def _append(self, append: Append) -> tuple[bool, tuple[int, int, int] | None]:
+    def _append(self, append: Append, verification: object = False) -> tuple[bool, tuple[int, int, int] | None]:
         """Write one append as the partition's leader: (written, what to wait for before it counts)."""
         if OFFSETS_TOPIC not in self.node.image.topics:
             if append.undo is not None:
@@ -176,7 +177,7 @@ class GroupService:
         batch = bytearray(build_batch([(key, value, []) for key, value in append.records], producer_id=producer_id,
                                       producer_epoch=epoch, is_transactional=append.producer is not None))
         result = self.node.replicas.append(OFFSETS_TOPIC, append.partition, memoryview(batch), -1,
-                                           from_coordinator=True)
+                                           from_coordinator=True, verification=verification)
         if result.error != ErrorCode.NONE:
             log.error("Writing group state to %s-%d failed: %s %s", OFFSETS_TOPIC, append.partition,
                       result.error.name, result.message or "")

@@ -40,12 +40,24 @@ VERIFY_TIMEOUT_S = 5.0
 PRODUCE_VERIFY_ERRORS = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorCode.INVALID_TXN_STATE,
     ErrorCode.NETWORK_EXCEPTION: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
 }
+# What a TxnOffsetCommit gets for them (Kafka's AddPartitionsToTxnManager, then its group coordinator's
+# operation error mapping); TRANSACTION_ABORTABLE only from version 4, INVALID_TXN_STATE before.
+TXN_OFFSET_COMMIT_VERIFY_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+TXN_OFFSET_COMMIT_ABORTABLE_VERSION = 4
 WRITE_TIMEOUT_S = 5.0
 MARKER_RETRY_S = 0.1
 MARKER_REQUEST_TIMEOUT_S = 30.0
@@ -167,6 +179,18 @@ class TransactionService:
         they are in its ongoing transaction; errors as a producer should see them."""
         errors = await self._verify_at_coordinator(transactional_id, producer_id, producer_epoch, partitions)
         return {p: PRODUCE_VERIFY_ERRORS.get(error, error) for p, error in errors.items()}
+
+    async def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             offsets_partition: tuple[str, int], version: int) -> ErrorCode:
+        """The group coordinator's check, before a producer's first TxnOffsetCommit to a group's offsets
+        partition, that AddOffsetsToTxn put that partition in its ongoing transaction; the error as the
+        committer should see it."""
+        errors = await self._verify_at_coordinator(transactional_id, producer_id, producer_epoch,
+                                                   [offsets_partition])
+        error = errors.get(offsets_partition, ErrorCode.NONE)
+        if error == ErrorCode.TRANSACTION_ABORTABLE and version < TXN_OFFSET_COMMIT_ABORTABLE_VERSION:
+            return ErrorCode.INVALID_TXN_STATE
+        return TXN_OFFSET_COMMIT_VERIFY_ERRORS.get(error, error)
 
     async def _verify_at_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:

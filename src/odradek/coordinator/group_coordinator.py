@@ -101,7 +101,7 @@ def _java_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-def _commit_response(request: dict, error_for: Callable[[str, int], ErrorCode]) -> dict:
+def commit_response(request: dict, error_for: Callable[[str, int], ErrorCode]) -> dict:
     """An (Txn)OffsetCommit response: each requested partition with the error `error_for(topic, index)`."""
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [
@@ -743,7 +743,7 @@ class GroupCoordinator:
         group_id = request["group_id"]
 
         def answer(error: ErrorCode) -> dict:
-            return _commit_response(request, lambda topic, index: error)
+            return commit_response(request, lambda topic, index: error)
 
         if group_id is None:
             return answer(E.INVALID_GROUP_ID), []
@@ -773,7 +773,7 @@ class GroupCoordinator:
         expire = -1 if retention == OFFSET_COMMIT_DEFAULT_RETENTION else now_ms + retention
         records, errors = self._offset_records(request, group_id, now_ms, expire, lambda topic, index, value:
                                                self._put_offset(group_id, topic, index, value))
-        response = _commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
+        response = commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
         out: list = []
         self._append(out, group_id, records)
         return response, out
@@ -785,7 +785,7 @@ class GroupCoordinator:
         group_id = request["group_id"]
 
         def answer(error: ErrorCode) -> dict:
-            return _commit_response(request, lambda topic, index: error)
+            return commit_response(request, lambda topic, index: error)
 
         if not group_id:
             return answer(E.INVALID_GROUP_ID), []
@@ -831,7 +831,7 @@ class GroupCoordinator:
                 self.pending_txn_offsets.pop(producer_id, None)
 
         records, errors = self._offset_records(request, group_id, now_ms, -1, keep_pending)
-        response = _commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
+        response = commit_response(request, lambda topic, index: errors.get((topic, index), E.NONE))
         out: list = []
         if records:
             out.append(Append(self.partition_for(group_id), records, (producer_id, request["producer_epoch"]), undo))

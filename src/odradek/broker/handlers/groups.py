@@ -5,6 +5,7 @@ from odradek.broker.handlers.metadata import INTERNAL_TOPICS
 from odradek.broker.replica_manager import now_ms
 from odradek.broker.transaction_service import TRANSACTION_TOPIC
 from odradek.controller.features import GROUP_VERSION
+from odradek.coordinator.group_coordinator import commit_response
 from odradek.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
@@ -78,11 +79,26 @@ async def handle_offset_commit(broker, ctx, request: dict) -> dict:
 
 
 async def handle_txn_offset_commit(broker, ctx, request: dict) -> dict:
-    """The offsets go into the producer's transaction; they count once its commit marker is written."""
-    return await _commit(broker, request, broker.groups.core.txn_offset_commit, ctx.api_version)
+    """The offsets go into the producer's transaction; they count once its commit marker is written.
+
+    A producer's first offsets in a transaction are first verified with the transaction coordinator (KIP-890,
+    as a partition leader does for records): the group's offsets partition must be in the producer's ongoing
+    transaction, which AddOffsetsToTxn puts it in. So a producer that skipped AddOffsetsToTxn, or a zombie
+    whose transaction was aborted, cannot leave offsets waiting for a marker that will not come."""
+    guard = False
+    if request["group_id"]:
+        offsets_partition = (OFFSETS_TOPIC, broker.groups.core.partition_for(request["group_id"]))
+        guard = broker.replicas.start_verification(*offsets_partition, request["producer_id"]) or False
+        if guard:
+            error = await broker.transactions.verify_offsets(request["transactional_id"], request["producer_id"],
+                                                             request["producer_epoch"], offsets_partition,
+                                                             ctx.api_version)
+            if error != ErrorCode.NONE:
+                return commit_response(request, lambda topic, index: error)
+    return await _commit(broker, request, broker.groups.core.txn_offset_commit, ctx.api_version, guard)
 
 
-async def _commit(broker, request: dict, commit, version: int) -> dict:
+async def _commit(broker, request: dict, commit, version: int, verification: object = False) -> dict:
     """Offsets of partitions that do not exist are refused (UNKNOWN_TOPIC_OR_PARTITION) before the
     coordinator sees the request; the rest are committed as one."""
     topics = broker.image.topics
@@ -95,10 +111,11 @@ async def _commit(broker, request: dict, commit, version: int) -> dict:
         if partitions:
             existing.append({**topic, "partitions": partitions})
     if not unknown:
-        return await _write_commit(broker, *commit(now_ms(), version, request))
+        return await _write_commit(broker, *commit(now_ms(), version, request), verification)
     response = {"throttle_time_ms": 0, "topics": []}
     if existing:
-        response = await _write_commit(broker, *commit(now_ms(), version, {**request, "topics": existing}))
+        response = await _write_commit(broker, *commit(now_ms(), version, {**request, "topics": existing}),
+                                       verification)
     answered = {topic["name"]: topic for topic in response["topics"]}
     for name, indexes in unknown.items():
         refused = [{"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} for index in indexes]
@@ -109,8 +126,8 @@ async def _commit(broker, request: dict, commit, version: int) -> dict:
     return response
 
 
-async def _write_commit(broker, response: dict, appends: list) -> dict:
-    if not await broker.groups.write(appends):
+async def _write_commit(broker, response: dict, appends: list, verification: object) -> dict:
+    if not await broker.groups.write(appends, verification):
         for topic in response["topics"]:
             for partition in topic["partitions"]:
                 if partition["error_code"] == ErrorCode.NONE:
