@@ -523,7 +523,6 @@ def test_exactly_once_consume_transform_produce_survives_kill_9(node_factory):
 def test_kafka_python_transactional_producer(shared_node):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
-
     from kafka.structs import OffsetAndMetadata
 
     topic = topic_name("txn-kafka-python")
