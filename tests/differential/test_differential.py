@@ -513,6 +513,10 @@ def offsets_in_transactions(target):
         seen["EndTxn"] = client.request(26, 3, {"transactional_id": txn_id, "producer_id": first["producer_id"],
                                                 "producer_epoch": first["producer_epoch"], "committed": True})[
             "error_code"]
+        # the commit marker reaches the offsets partition a moment after EndTxn answers
+        deadline = time.monotonic() + 60
+        while not any(topics for _, topics in fetched()) and time.monotonic() < deadline:
+            time.sleep(0.1)
         seen["fetch once committed"] = until_coordinator_serves(fetched, fetch_codes,
                                                                 COORDINATOR_BUSY | {UNSTABLE_OFFSET_COMMIT})
         second = init()
