@@ -3,7 +3,7 @@ and in total, read from each node's Prometheus /metrics.
 
 Where a node serves its metrics is its `metrics.listener` setting, asked of the node itself with
 DescribeConfigs (an empty or wildcard host there is the host clients reach the node at) and asked again now
-and then, as nodes come and go. A scrape asks for the three counters only (`?name[]=`), so the node neither
+and then (every minute), as nodes come and go. A scrape asks for the three counters only (`?name[]=`), so the node neither
 renders nor computes the rest. A node without a metrics listener, or that does not answer, is named with the
 reason; the rates are then those of the nodes that did answer.
 """
@@ -20,7 +20,8 @@ from odradek.config import ConfigError, parse_metrics_listener
 PREFIX = "kafka_server_brokertopicmetrics_"
 BYTES_IN, BYTES_OUT, MESSAGES_IN = PREFIX + "bytesin_total", PREFIX + "bytesout_total", PREFIX + "messagesin_total"
 COUNTERS = (BYTES_IN, BYTES_OUT, MESSAGES_IN)
-LISTENERS_MAX_AGE_S = 60.0
+LISTENERS_MAX_AGE_S = 60.0  # how often the nodes' metrics.listener settings are asked again
+SCRAPE_TIMEOUT_S = 2.0  # the three counters answer in milliseconds; a node that does not is left out this time
 ALL_TOPICS = ""  # the topic of a node's all-topics counters, which carry no topic label
 
 CounterKey = tuple[int, str, str]  # (node, counter name, topic or ALL_TOPICS)
@@ -109,7 +110,7 @@ class NodeMetricsReader:
     """Reads the counters of every node through `cluster` (a ClusterClient, for the nodes and their
     metrics.listener settings) and HTTP."""
 
-    def __init__(self, cluster, timeout_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, cluster, timeout_s: float = SCRAPE_TIMEOUT_S, clock: Callable[[], float] = time.monotonic):
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.clock = clock
@@ -137,16 +138,12 @@ class NodeMetricsReader:
         counters = NodeCounters(missing=dict(self._unreachable))
         urls = dict(self._urls)
         results = await asyncio.gather(*(self._scrape(url) for url in urls.values()), return_exceptions=True)
-        failed = False
         for (node, url), result in zip(urls.items(), results, strict=True):
             if isinstance(result, BaseException):
                 counters.missing[node] = f"{url}: {_reason(result)}"
-                failed = True
                 continue
             for name, labels, value in result:
                 counters.values[(node, name, labels.get("topic", ALL_TOPICS))] = value
-        if failed:
-            self._urls_at = None  # a node may have moved: ask again next time
         return counters
 
     async def _scrape(self, url: str) -> list[tuple[str, dict[str, str], float]]:

@@ -71,7 +71,7 @@ class Sampler:
         self.bytes_out = Series()
         self.topic_bytes_in: dict[str, float] = {}
         self.topic_bytes_out: dict[str, float] = {}
-        self.node_metrics = NodeMetricsReader(cluster, cluster.timeout_s)
+        self.node_metrics = NodeMetricsReader(cluster)
         self.byte_rates_note: str | None = None  # which nodes' counters the byte rates leave out, and why
         self.group_lags: dict[str, Series] = {}
         self.watched: dict[str, float] = {}  # group -> when its page was last looked at
