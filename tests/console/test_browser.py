@@ -268,7 +268,9 @@ def test_walk_topic_produce_browse_group_lag_reset_delete(node_factory, tmp_path
         walk.open(f"/group?id={group}")
         walk.wait_text("#group-state", "Empty", "the group page again")
         walk.click("#delete-group")
-        walk.driver.switch_to.alert.accept()
+        from selenium.webdriver.support import expected_conditions
+
+        walk.wait(expected_conditions.alert_is_present(), "the browser asks to confirm").accept()
         walk.wait(lambda d: f"Deleted group {group}" in d.page_source, "the group deleted")
         assert group not in [g.group_id for g in admin.list_consumer_groups().result(30).valid]
         walk.shot("group-deleted")

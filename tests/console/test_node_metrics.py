@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.console.node_metrics import BYTES_IN, BYTES_OUT, MESSAGES_IN, metrics_url, parse_samples
+from odradek.console.node_metrics import (
+    BYTES_IN,
+    BYTES_OUT,
+    MESSAGES_IN,
+    NodeCounters,
+    metrics_url,
+    metrics_urls,
+    parse_samples,
+)
 from odradek.console.sampler import Sampler
 from odradek.metrics.registry import Registry
 
@@ -35,7 +43,8 @@ def test_timestamps_and_label_spacing_are_accepted_and_garbage_is_refused():
 
 
 @pytest.mark.parametrize(("host", "listener", "url"), [
-    ("10.0.0.5", "http://127.0.0.1:9644", "http://127.0.0.1:9644/metrics"),
+    ("10.0.0.5", "http://10.0.1.5:9644", "http://10.0.1.5:9644/metrics"),  # metrics on an address of their own
+    ("127.0.0.1", "http://127.0.0.1:9644", "http://127.0.0.1:9644/metrics"),
     ("10.0.0.5", "http://0.0.0.0:9644", "http://10.0.0.5:9644/metrics"),
     ("10.0.0.5", "http://:9644/metrics", "http://10.0.0.5:9644/metrics"),
     ("fd00::5", "http://[::]:9644", "http://[fd00::5]:9644/metrics"),
@@ -54,21 +63,52 @@ def test_no_metrics_url_says_why(listener, reason):
         metrics_url("10.0.0.5", listener)
 
 
+def reading(values: dict[int, dict], missing: dict[int, str] | None = None) -> NodeCounters:
+    return NodeCounters({node: {(name, topic): v for (name, topic), v in counters.items()}
+                         for node, counters in values.items()}, missing or {})
+
+
 def test_byte_rates_sum_the_nodes_and_a_restarted_node_counts_zero_not_negative():
-    sampler = Sampler(cluster=None, interval_s=5.0)  # _add_byte_rates asks the cluster nothing
-    sampler._add_byte_rates({(1, BYTES_IN, ""): 1000, (1, BYTES_IN, "t"): 1000, (2, BYTES_IN, ""): 500,
-                             (2, BYTES_IN, "t"): 500, (1, BYTES_OUT, ""): 0, (1, MESSAGES_IN, ""): 9}, 100.0)
-    assert sampler.bytes_in.last is None  # one sample is no rate yet
-    sampler._add_byte_rates({(1, BYTES_IN, ""): 3000, (1, BYTES_IN, "t"): 3000, (2, BYTES_IN, ""): 1500,
-                             (2, BYTES_IN, "t"): 1500, (1, BYTES_OUT, ""): 400, (1, MESSAGES_IN, ""): 19}, 110.0)
+    sampler = Sampler(cluster=None, interval_s=5.0)  # add_byte_rates asks the cluster nothing
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 1000, (BYTES_IN, "t"): 1000, (BYTES_OUT, ""): 0,
+                                        (MESSAGES_IN, ""): 9},
+                                    2: {(BYTES_IN, ""): 500, (BYTES_IN, "t"): 500}}), 100.0)
+    assert sampler.bytes_in.last is None  # one reading is no rate yet
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 3000, (BYTES_IN, "t"): 3000, (BYTES_OUT, ""): 400,
+                                        (MESSAGES_IN, ""): 19},
+                                    2: {(BYTES_IN, ""): 1500, (BYTES_IN, "t"): 1500}}), 110.0)
     assert sampler.bytes_in.last == (2000 + 1000) / 10
     assert sampler.bytes_out.last == 40
     assert sampler.topic_bytes_in == {"t": 300.0}
     # node 2 restarted: its counters start again from 0; node 1 went on
-    sampler._add_byte_rates({(1, BYTES_IN, ""): 4000, (1, BYTES_IN, "t"): 4000, (2, BYTES_IN, ""): 100,
-                             (2, BYTES_IN, "t"): 100, (1, BYTES_OUT, ""): 400}, 120.0)
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 4000, (BYTES_IN, "t"): 4000, (BYTES_OUT, ""): 400},
+                                    2: {(BYTES_IN, ""): 100, (BYTES_IN, "t"): 100}}), 120.0)
     assert sampler.bytes_in.last == 100.0
     assert sampler.topic_bytes_in == {"t": 100.0}
-    # a sample without the nodes' counters (they could not be read) leaves the series as they were
-    sampler._add_byte_rates(None, 130.0)
-    assert [v for _, v in sampler.bytes_in.values()] == [300.0, 100.0]
+    assert sampler.byte_rates_note is None
+
+
+def test_a_node_missed_once_is_left_out_with_a_note_then_counted_over_the_gap():
+    sampler = Sampler(cluster=None, interval_s=5.0)
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 0}, 2: {(BYTES_IN, ""): 0}}), 100.0)
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 1000}}, {2: "http://n2:9644/metrics: no answer in time"}),
+                           110.0)
+    assert sampler.bytes_in.last == 100.0  # node 1 only, and the page says so
+    assert sampler.byte_rates_note == "node 2: http://n2:9644/metrics: no answer in time"
+    sampler.add_byte_rates(reading({1: {(BYTES_IN, ""): 2000}, 2: {(BYTES_IN, ""): 4000}}), 120.0)
+    assert sampler.bytes_in.last == 100.0 + 4000 / 20  # node 2's growth over the 20 s since it was last read
+    assert sampler.byte_rates_note is None
+
+
+def test_nodes_that_cannot_be_told_apart_get_no_metrics_url():
+    urls, unreachable = metrics_urls({
+        1: ("10.0.0.1", "http://127.0.0.1:9644"),  # loopback, but clients reach the node elsewhere
+        2: ("10.0.0.2", "http://10.0.0.9:9644"),
+        3: ("10.0.0.3", "http://10.0.0.9:9644"),  # the same URL as node 2
+        4: ("10.0.0.4", "http://:9644"),
+        5: ("127.0.0.1", "http://127.0.0.1:9645"),  # a local dev cluster: loopback everywhere is fine
+    })
+    assert urls == {4: "http://10.0.0.4:9644/metrics", 5: "http://127.0.0.1:9645/metrics"}
+    assert "loopback address of a node clients reach at 10.0.0.1" in unreachable[1]
+    assert unreachable[2] == "http://10.0.0.9:9644/metrics is also the metrics URL of node 3"
+    assert unreachable[3] == "http://10.0.0.9:9644/metrics is also the metrics URL of node 2"

@@ -480,13 +480,13 @@ def offsets_in_transactions(target):
                 "transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1,
                 "producer_epoch": -1}), lambda r: [r["error_code"]], COORDINATOR_BUSY | {CONCURRENT_TRANSACTIONS})
 
-        def commit(version: int, producer: dict, offset: int) -> list:
+        def commit(version: int, producer: dict, offset: int, topics=("txn-offsets",)) -> list:
             response = until_coordinator_serves(lambda: client.request(28, version, {
                 "transactional_id": txn_id, "group_id": group, "producer_id": producer["producer_id"],
                 "producer_epoch": producer["producer_epoch"], "generation_id": -1, "member_id": "",
-                "group_instance_id": None, "topics": [{"name": "txn-offsets", "partitions": [
+                "group_instance_id": None, "topics": [{"name": topic, "partitions": [
                     {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-                     "committed_metadata": ""}]}]}), partition_codes)
+                     "committed_metadata": ""}]} for topic in topics]}), partition_codes)
             return partition_codes(response)
 
         def fetched() -> list:
@@ -503,6 +503,9 @@ def offsets_in_transactions(target):
         seen = {"init": first["error_code"],
                 "before AddOffsetsToTxn, v3": commit(3, first, 1),
                 "before AddOffsetsToTxn, v4": commit(4, first, 1),
+                "before AddOffsetsToTxn, only a topic that does not exist": commit(3, first, 1, ["no-such-topic"]),
+                "before AddOffsetsToTxn, with a topic that does not exist": sorted(
+                    commit(3, first, 1, ["txn-offsets", "no-such-topic"])),
                 "fetch": fetched()}
         seen["AddOffsetsToTxn"] = until_coordinator_serves(lambda: client.request(25, 3, {
             "transactional_id": txn_id, "producer_id": first["producer_id"],

@@ -563,8 +563,10 @@ def test_kafka_python_transactional_producer(shared_node):
     assert [v for p, v in got["read_committed"] if p == 1] == [f"commit-{i}" for i in range(1, 10, 2)]
     assert len(got["read_uncommitted"]) == 21
     committer = KafkaConsumer(bootstrap_servers=shared_node.bootstrap, group_id=group, enable_auto_commit=False)
-    assert committer.committed(KTopicPartition(topic, 0)) == 5  # the aborted transaction's 9 was dropped
-    committer.close()
+    try:
+        assert committer.committed(KTopicPartition(topic, 0)) == 5  # the aborted transaction's 9 was dropped
+    finally:
+        committer.close()
     assert values(read_all(shared_node, topic, [0, 1], "read_committed")) and \
         sorted(values(read_all(shared_node, topic, [0, 1], "read_committed"))) == \
         sorted([f"commit-{i}" for i in range(10)] + ["commit-last"])

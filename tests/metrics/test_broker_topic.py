@@ -21,6 +21,7 @@ def test_appends_count_per_topic_and_in_total():
     stats.append_failed("a", True, ErrorCode.INVALID_RECORD)
     stats.append_failed("a", True, ErrorCode.NOT_LEADER_OR_FOLLOWER)  # expected by clients: not a failure, as Kafka
     stats.append_failed("made-up", False, ErrorCode.NOT_ENOUGH_REPLICAS)  # never hosted here: only the total has it
+    stats.append_failed("a", False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # no such partition: counted nowhere
     got = samples(stats)
     assert got[(PREFIX + "messagesin_total", (("topic", "a"),))] == 5
     assert got[(PREFIX + "messagesin_total", ())] == 6
@@ -39,6 +40,7 @@ def test_reads_count_requests_and_failures():
     stats.read_failed("a", False, ErrorCode.UNKNOWN_SERVER_ERROR)  # not hosted here, but the topic has counters
     stats.read_failed("a", True, ErrorCode.OFFSET_OUT_OF_RANGE)  # expected by clients: not a failure, as Kafka
     stats.read_failed("made-up", False, ErrorCode.UNKNOWN_SERVER_ERROR)
+    stats.read_failed("a", False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # no such partition: counted nowhere
     got = samples(stats)
     assert got[(PREFIX + "totalfetchrequests_total", (("topic", "a"),))] == 3
     assert got[(PREFIX + "totalfetchrequests_total", ())] == 4

@@ -190,7 +190,10 @@ class TransactionService:
         error = errors.get(offsets_partition, ErrorCode.NONE)
         if error == ErrorCode.TRANSACTION_ABORTABLE and version < TXN_OFFSET_COMMIT_ABORTABLE_VERSION:
             return ErrorCode.INVALID_TXN_STATE
-        return TXN_OFFSET_COMMIT_VERIFY_ERRORS.get(error, error)
+        error = TXN_OFFSET_COMMIT_VERIFY_ERRORS.get(error, error)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:  # older clients do not retry it
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return error
 
     async def _verify_at_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:

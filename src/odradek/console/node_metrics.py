@@ -2,10 +2,12 @@
 and in total, read from each node's Prometheus /metrics.
 
 Where a node serves its metrics is its `metrics.listener` setting, asked of the node itself with
-DescribeConfigs (an empty or wildcard host there is the host clients reach the node at) and asked again now
-and then (every minute), as nodes come and go. A scrape asks for the three counters only (`?name[]=`), so the node neither
-renders nor computes the rest. A node without a metrics listener, or that does not answer, is named with the
-reason; the rates are then those of the nodes that did answer.
+DescribeConfigs (an empty or wildcard host there is the host clients reach the node at) and asked again every
+minute, as nodes come and go. A node whose listener is a loopback address while clients reach it elsewhere, or
+that names the same URL as another node, cannot be told apart from here and is left out. A scrape asks for the
+three counters only (`?name[]=`), so the answer is small; the node still collects its other metrics to pick
+them out. A node without a metrics listener, or that does not answer, is named with the reason; the rates are
+then those of the nodes that did answer.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ LISTENERS_MAX_AGE_S = 60.0  # how often the nodes' metrics.listener settings are
 SCRAPE_TIMEOUT_S = 2.0  # the three counters answer in milliseconds; a node that does not is left out this time
 ALL_TOPICS = ""  # the topic of a node's all-topics counters, which carry no topic label
 
-CounterKey = tuple[int, str, str]  # (node, counter name, topic or ALL_TOPICS)
+CounterKey = tuple[str, str]  # (counter name, topic or ALL_TOPICS)
 
 
 @dataclass
 class NodeCounters:
-    values: dict[CounterKey, float] = field(default_factory=dict)
+    values: dict[int, dict[CounterKey, float]] = field(default_factory=dict)  # node -> its counters
     missing: dict[int, str] = field(default_factory=dict)  # node -> why its counters are not among the values
 
 
@@ -102,8 +104,35 @@ def metrics_url(host: str, listener: str) -> str:
         raise ValueError(f"metrics.listener {listener} names no fixed port")
     if listen_host in ("", "0.0.0.0", "::"):
         listen_host = host
+    elif _is_loopback(listen_host) and not _is_loopback(host):
+        raise ValueError(f"metrics.listener {listener} listens on a loopback address of a node clients reach at {host}")
     shown = f"[{listen_host}]" if ":" in listen_host else listen_host
     return f"http://{shown}:{port}/metrics"
+
+
+def _is_loopback(host: str) -> bool:
+    from odradek.console.web import is_loopback
+
+    return is_loopback(host)
+
+
+def metrics_urls(found: dict[int, tuple[str, str]]) -> tuple[dict[int, str], dict[int, str]]:
+    """{node: (host clients reach it at, metrics.listener)} -> ({node: /metrics URL}, {node: why it has none});
+    nodes whose URLs are the same cannot be told apart, so none of them gets one."""
+    urls: dict[int, str] = {}
+    unreachable: dict[int, str] = {}
+    for node, (host, listener) in found.items():
+        try:
+            urls[node] = metrics_url(host, listener)
+        except ValueError as exc:
+            unreachable[node] = str(exc)
+    for node, url in list(urls.items()):
+        others = sorted(other for other, theirs in urls.items() if theirs == url and other != node)
+        if others:
+            unreachable[node] = f"{url} is also the metrics URL of node {', '.join(map(str, others))}"
+    for node in unreachable:
+        urls.pop(node, None)
+    return urls, unreachable
 
 
 class NodeMetricsReader:
@@ -121,13 +150,7 @@ class NodeMetricsReader:
 
     async def _discover(self) -> None:
         found, errors = await self.cluster.metrics_listeners()
-        urls: dict[int, str] = {}
-        unreachable: dict[int, str] = {}
-        for node, (host, listener) in found.items():
-            try:
-                urls[node] = metrics_url(host, listener)
-            except ValueError as exc:
-                unreachable[node] = str(exc)
+        urls, unreachable = metrics_urls(found)
         for node, reason in errors.items():
             unreachable[node] = f"its metrics.listener is unknown ({reason})"
         self._urls, self._unreachable, self._urls_at = urls, unreachable, self.clock()
@@ -142,8 +165,7 @@ class NodeMetricsReader:
             if isinstance(result, BaseException):
                 counters.missing[node] = f"{url}: {_reason(result)}"
                 continue
-            for name, labels, value in result:
-                counters.values[(node, name, labels.get("topic", ALL_TOPICS))] = value
+            counters.values[node] = {(name, labels.get("topic", ALL_TOPICS)): value for name, labels, value in result}
         return counters
 
     async def _scrape(self, url: str) -> list[tuple[str, dict[str, str], float]]:

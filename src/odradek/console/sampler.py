@@ -1,12 +1,14 @@
 """The recent history behind the console's charts, sampled from the cluster as any client sees it.
 
 Every few seconds, while someone is looking, the sampler asks for the log end offset of every partition
-(one batched ListOffsets per leader), the nodes' own byte counters (their /metrics, `node_metrics`) and,
-for the groups whose pages were opened lately, their committed offsets. Records per second are the growth
-of log end offsets between samples, bytes per second the growth of each node's counters, summed over the
-nodes; a group's lag is log end minus committed offset, summed over its partitions. Nobody looking for
-`IDLE_STOP_S`: it stops asking. A slow sample (many partitions) stretches the interval so that sampling
-takes at most a tenth of the time.
+(one batched ListOffsets per leader) and, for the groups whose pages were opened lately, their committed
+offsets. Records per second are the growth of log end offsets between samples; a group's lag is log end
+minus committed offset, summed over its partitions. Nobody looking for `IDLE_STOP_S`: it stops asking. A
+slow sample (many partitions) stretches the interval so that sampling takes at most a tenth of the time.
+
+Beside it, on the same interval but on its own so that a node slow to answer delays nothing else, it reads
+the nodes' own byte counters (their /metrics, `node_metrics`): bytes per second are the growth of each
+node's counters since that node's previous reading, summed over the nodes read this time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 
-from odradek.console.node_metrics import ALL_TOPICS, BYTES_IN, BYTES_OUT, CounterKey, NodeMetricsReader
+from odradek.console.node_metrics import (
+    ALL_TOPICS,
+    BYTES_IN,
+    BYTES_OUT,
+    CounterKey,
+    NodeCounters,
+    NodeMetricsReader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +88,7 @@ class Sampler:
         self.last_sample: float | None = None
         self._ends: dict[str, int] | None = None  # per topic, the sum of its partitions' log end offsets
         self._ends_at = 0.0
-        self._counters: dict[CounterKey, float] | None = None
-        self._counters_at = 0.0
+        self._node_readings: dict[int, tuple[float, dict[CounterKey, float]]] = {}  # node -> its last (time, counters)
         self._last_touch = 0.0
         self._task: asyncio.Task | None = None
 
@@ -113,6 +121,17 @@ class Sampler:
         await self.node_metrics.close()
 
     async def _run(self) -> None:
+        byte_rates = asyncio.get_running_loop().create_task(self._read_node_counters())
+        try:
+            await self._sample_cluster()
+        finally:
+            byte_rates.cancel()
+            try:
+                await byte_rates
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _sample_cluster(self) -> None:
         while self.clock() - self._last_touch < IDLE_STOP_S:
             started = time.monotonic()
             try:
@@ -130,10 +149,8 @@ class Sampler:
         metadata = await self.cluster.metadata(max_age_s=self.interval_s / 2)
         partitions = [(name, p) for name, topic in metadata.topics.items() if topic.error is None
                       for p in topic.partitions]
-        ends, counters = await asyncio.gather(
-            self.cluster.offsets(partitions, "latest") if partitions else _nothing(), self._node_counters())
+        ends = await self.cluster.offsets(partitions, "latest") if partitions else {}
         now = self.clock()
-        self._add_byte_rates(counters, now)
         sums: dict[str, int] = {}
         for (topic, _), offset in ends.items():
             if offset is not None:
@@ -152,37 +169,41 @@ class Sampler:
             self.group_lags.setdefault(group, Series()).add(now, group_lag(committed, known))
         self.last_sample = now
 
-    async def _node_counters(self) -> dict[CounterKey, float] | None:
-        try:
-            counters = await self.node_metrics.read()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the byte rates go missing; the rest of the sample stands
-            self.byte_rates_note = f"the nodes' metrics could not be read: {str(exc) or type(exc).__name__}"
-            return None
-        self.byte_rates_note = "; ".join(f"node {node}: {why}" for node, why in sorted(counters.missing.items())) \
-            or None
-        return counters.values
+    async def _read_node_counters(self) -> None:
+        while True:
+            try:
+                counters = await self.node_metrics.read()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # no byte rates this time; the next reading may have them
+                self.byte_rates_note = f"the nodes' metrics could not be read: {str(exc) or type(exc).__name__}"
+            else:
+                self.add_byte_rates(counters, self.clock())
+            await asyncio.sleep(self.interval_s)
 
-    def _add_byte_rates(self, counters: dict[CounterKey, float] | None, now: float) -> None:
-        if counters is None:
-            return
-        if self._counters is not None:
-            rates = growth_rates(self._counters, counters, now - self._counters_at)
-            totals = {BYTES_IN: 0.0, BYTES_OUT: 0.0}
-            topics: dict[str, dict[str, float]] = {BYTES_IN: {}, BYTES_OUT: {}}
-            for (_, name, topic), rate in rates.items():
+    def add_byte_rates(self, counters: NodeCounters, now: float) -> None:
+        """One reading of the nodes' counters: each node's growth since its own previous reading (a node missed
+        once is not lost, its next rate spans the gap), summed over the nodes read now; which nodes are left
+        out is said with the rates."""
+        totals = {BYTES_IN: 0.0, BYTES_OUT: 0.0}
+        topics: dict[str, dict[str, float]] = {BYTES_IN: {}, BYTES_OUT: {}}
+        rated = False
+        for node, values in counters.values.items():
+            previous = self._node_readings.get(node)
+            self._node_readings[node] = (now, values)
+            if previous is None:
+                continue
+            rated = True
+            for (name, topic), rate in growth_rates(previous[1], values, now - previous[0]).items():
                 if name not in totals:
                     continue
                 if topic == ALL_TOPICS:
                     totals[name] += rate
                 else:
                     topics[name][topic] = topics[name].get(topic, 0.0) + rate
+        if rated:
             self.bytes_in.add(now, totals[BYTES_IN])
             self.bytes_out.add(now, totals[BYTES_OUT])
             self.topic_bytes_in, self.topic_bytes_out = topics[BYTES_IN], topics[BYTES_OUT]
-        self._counters, self._counters_at = counters, now
-
-
-async def _nothing() -> dict:
-    return {}
+        self.byte_rates_note = "; ".join(f"node {node}: {why}" for node, why in sorted(counters.missing.items())) \
+            or None

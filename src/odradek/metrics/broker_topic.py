@@ -20,9 +20,11 @@ FETCH_API_KEY = 1
 PREFIX = "kafka_server_brokertopicmetrics_"
 
 # As Kafka's replica manager, the failed-request counters leave out the errors a client is expected to meet
-# (a leader that moved, a topic that is gone, a batch too large or corrupt, an offset out of range): they are
-# there for failures of the broker to handle a request. What is refused otherwise counts (a record the topic
-# does not accept, too few in-sync replicas for acks=all, a fenced producer).
+# (a leader that moved, a batch too large or corrupt, an offset out of range): they are there for failures of
+# the broker to handle a request. What is refused otherwise counts (a record the topic does not accept, too
+# few in-sync replicas for acks=all, a fenced producer). A partition that does not exist counts nowhere, as
+# Kafka answers it before its replica manager sees the request (so does one without a replica here, which this
+# node also answers UNKNOWN_TOPIC_OR_PARTITION).
 EXPECTED_PRODUCE_ERRORS = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
     ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
@@ -92,6 +94,8 @@ class BrokerTopicStats:
 
     def append_failed(self, topic: str, hosted: bool, error: int) -> None:
         """An append was refused with `error`; `hosted`: the partition has a replica here."""
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return
         stats = self.topics.get(topic) or (self._new(topic) if hosted else self.other)
         stats.produce_requests += 1
         if error not in EXPECTED_PRODUCE_ERRORS:
@@ -103,6 +107,8 @@ class BrokerTopicStats:
 
     def read_failed(self, topic: str, hosted: bool, error: int) -> None:
         """A partition read answered with `error`; `hosted`: the partition has a replica here."""
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return
         stats = self.topics.get(topic) or (self._new(topic) if hosted else self.other)
         stats.fetch_requests += 1
         if error not in EXPECTED_FETCH_ERRORS:

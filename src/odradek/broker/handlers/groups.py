@@ -79,28 +79,33 @@ async def handle_offset_commit(broker, ctx, request: dict) -> dict:
 
 
 async def handle_txn_offset_commit(broker, ctx, request: dict) -> dict:
-    """The offsets go into the producer's transaction; they count once its commit marker is written.
-
-    A producer's first offsets in a transaction are first verified with the transaction coordinator (KIP-890,
-    as a partition leader does for records): the group's offsets partition must be in the producer's ongoing
-    transaction, which AddOffsetsToTxn puts it in. So a producer that skipped AddOffsetsToTxn, or a zombie
-    whose transaction was aborted, cannot leave offsets waiting for a marker that will not come."""
-    guard = False
-    if request["group_id"]:
-        offsets_partition = (OFFSETS_TOPIC, broker.groups.core.partition_for(request["group_id"]))
-        guard = broker.replicas.start_verification(*offsets_partition, request["producer_id"]) or False
-        if guard:
-            error = await broker.transactions.verify_offsets(request["transactional_id"], request["producer_id"],
-                                                             request["producer_epoch"], offsets_partition,
-                                                             ctx.api_version)
-            if error != ErrorCode.NONE:
-                return commit_response(request, lambda topic, index: error)
-    return await _commit(broker, request, broker.groups.core.txn_offset_commit, ctx.api_version, guard)
+    """The offsets go into the producer's transaction; they count once its commit marker is written."""
+    return await _commit(broker, request, broker.groups.core.txn_offset_commit, ctx.api_version,
+                         lambda: _verify_in_transaction(broker, request, ctx.api_version))
 
 
-async def _commit(broker, request: dict, commit, version: int, verification: object = False) -> dict:
+async def _verify_in_transaction(broker, request: dict, version: int) -> tuple[ErrorCode, object]:
+    """(error, verification guard) of a TxnOffsetCommit. A producer's first offsets in a transaction are
+    verified with the transaction coordinator (KIP-890, as a partition leader does for records): the group's
+    offsets partition must be in the producer's ongoing transaction, which AddOffsetsToTxn puts it in. So a
+    producer that skipped AddOffsetsToTxn, or a zombie whose transaction was aborted, cannot leave offsets
+    waiting for a marker that will not come. No guard (False): nothing to verify, because the producer's
+    transaction is open in that partition already (nothing is awaited between this and the append, so it
+    stays open), or because the partition is not led here (the coordinator answers NOT_COORDINATOR)."""
+    if not request["group_id"]:
+        return ErrorCode.NONE, False
+    offsets_partition = (OFFSETS_TOPIC, broker.groups.core.partition_for(request["group_id"]))
+    guard = broker.replicas.start_verification(*offsets_partition, request["producer_id"])
+    if guard is None:
+        return ErrorCode.NONE, False
+    error = await broker.transactions.verify_offsets(request["transactional_id"], request["producer_id"],
+                                                     request["producer_epoch"], offsets_partition, version)
+    return error, guard
+
+
+async def _commit(broker, request: dict, commit, version: int, verify=None) -> dict:
     """Offsets of partitions that do not exist are refused (UNKNOWN_TOPIC_OR_PARTITION) before the
-    coordinator sees the request; the rest are committed as one."""
+    coordinator sees the request (or `verify()` checks it, for a transaction); the rest are committed as one."""
     topics = broker.image.topics
     existing, unknown = [], {}
     for topic in request["topics"]:
@@ -110,12 +115,14 @@ async def _commit(broker, request: dict, commit, version: int, verification: obj
             unknown[topic["name"]] = [p["partition_index"] for p in topic["partitions"] if p not in partitions]
         if partitions:
             existing.append({**topic, "partitions": partitions})
-    if not unknown:
-        return await _write_commit(broker, *commit(now_ms(), version, request), verification)
     response = {"throttle_time_ms": 0, "topics": []}
-    if existing:
-        response = await _write_commit(broker, *commit(now_ms(), version, {**request, "topics": existing}),
-                                       verification)
+    if existing or not unknown:
+        wanted = {**request, "topics": existing} if unknown else request
+        error, verification = await verify() if verify is not None and existing else (ErrorCode.NONE, False)
+        if error != ErrorCode.NONE:
+            response = commit_response(wanted, lambda topic, index: error)
+        else:
+            response = await _write_commit(broker, *commit(now_ms(), version, wanted), verification)
     answered = {topic["name"]: topic for topic in response["topics"]}
     for name, indexes in unknown.items():
         refused = [{"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} for index in indexes]
