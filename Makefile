@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 SPARK40_VENV := .venv-spark40
 PORT ?= 9092
 METRICS_PORT ?= 9644
+REGISTRY_PORT ?= 8081
 DATA ?= ./data
 
 .PHONY: run test lint bench clean system-deps
@@ -46,9 +47,11 @@ run: $(VENV)/.installed
 	@echo "  or with kcat: echo hello | kcat -b 127.0.0.1:$(PORT) -t demo -P; kcat -b 127.0.0.1:$(PORT) -t demo -C -e"
 	@echo "Web console: http://127.0.0.1:$(METRICS_PORT)/"
 	@echo "Prometheus metrics: http://127.0.0.1:$(METRICS_PORT)/metrics (dashboard and alert rules: docs/monitoring.md)"
+	@echo "Schema registry (Confluent's REST API): http://127.0.0.1:$(REGISTRY_PORT)/ (docs/schema-registry.md)"
 	@echo "Ctrl-C stops the node."
 	$(BIN)/odradek server --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA) \
-	  --set metrics.listener=http://127.0.0.1:$(METRICS_PORT)
+	  --set metrics.listener=http://127.0.0.1:$(METRICS_PORT) \
+	  --set schema.registry.listener=http://127.0.0.1:$(REGISTRY_PORT)
 
 test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

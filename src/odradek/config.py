@@ -186,6 +186,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("socket.send.buffer.bytes", "int", 102400, "Kafka's socket send buffer size; Odradek leaves buffer sizes to the OS."),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, "Kafka's socket receive buffer size; Odradek leaves buffer sizes to the OS."),
     ConfigDef("metrics.listener", "string", "", "Odradek's HTTP port, as http://host:port: Prometheus metrics at /metrics (Kafka's JMX exporter names, docs/monitoring.md) and the web console at /. An empty host binds all interfaces; port 0 takes a free port, named in the log. Empty: no HTTP port."),
+    ConfigDef("schema.registry.listener", "string", "", "The schema registry's HTTP port, as http://host:port: Confluent Schema Registry's REST API (docs/schema-registry.md), stored in schema.registry.topic. Every node that has one answers reads; writes go to the node that leads the topic's partition. Port 0 takes a free port, named in the log. Empty: no registry on this node."),
+    ConfigDef("schema.registry.topic", "string", "_schemas", "The compacted one-partition topic that holds the schema registry's schemas, configs and modes, in Confluent's record format (Confluent's kafkastore.topic)."),
+    ConfigDef("schema.registry.topic.replication.factor", "int", 3, "Replicas of schema.registry.topic when the registry creates it, at most the number of nodes then in the cluster (Confluent's kafkastore.topic.replication.factor)."),
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
@@ -388,11 +391,11 @@ class Listener:
     port: int
 
 
-def parse_metrics_listener(value: str) -> tuple[str, int]:
-    """metrics.listener's http://host:port (a path of / or /metrics is allowed) -> (host, port); "" is all hosts."""
+def parse_metrics_listener(value: str, name: str = "metrics.listener", example_port: str = "9644") -> tuple[str, int]:
+    """An HTTP listener's http://host:port (a path of / or /metrics is allowed) -> (host, port); "" is all hosts."""
     from urllib.parse import urlsplit
 
-    expected = f"metrics.listener: expected http://host:port (as http://127.0.0.1:9644), got {value!r}"
+    expected = f"{name}: expected http://host:port (as http://127.0.0.1:{example_port}), got {value!r}"
     try:
         url = urlsplit(value.strip())
         port = url.port
@@ -478,6 +481,8 @@ class BrokerConfig:
             raise ConfigError(f"inter.broker.listener.name: no listener is named {name}")
         if self["metrics.listener"]:
             parse_metrics_listener(self["metrics.listener"])
+        if self["schema.registry.listener"]:
+            parse_metrics_listener(self["schema.registry.listener"], "schema.registry.listener", "8081")
         for name in ("default.replication.factor", "message.max.bytes"):
             if self[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")

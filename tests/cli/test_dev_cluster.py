@@ -16,7 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from odradek.cli import main as cli
-from odradek.cli.dev_cluster import METRICS_PORT_OFFSET, node_settings
+from odradek.cli.dev_cluster import METRICS_PORT_OFFSET, REGISTRY_PORT_OFFSET, node_settings
+from tests.registry.conftest import wait_until_serving
 
 START_TIMEOUT_S = 90.0
 
@@ -50,11 +51,12 @@ def bindable(port: int) -> bool:
 
 
 def free_base_port(nodes: int) -> int:
-    """A base port whose nodes' client, controller and metrics ports are free (below the ephemeral range)."""
+    """A base port whose nodes' client, controller, metrics and registry ports are free (below the ephemeral
+    range, from 32768)."""
     choice = random.Random()
     while True:
-        base = choice.randrange(20000, 31000)
-        ports = [base + 2 * i + k for i in range(nodes) for k in (0, 1, METRICS_PORT_OFFSET)]
+        base = choice.randrange(20000, 30000)
+        ports = [base + 2 * i + k for i in range(nodes) for k in (0, 1, METRICS_PORT_OFFSET, REGISTRY_PORT_OFFSET)]
         if all(bindable(port) for port in ports):
             return base
 
@@ -94,13 +96,16 @@ def test_dev_cluster_nodes_serve_metrics_at_the_printed_urls(tmp_path):
                 raise AssertionError(f"no bootstrap servers printed: {printed}\n{node_logs(directory)}") from None
             assert line is not None, f"dev-cluster exited: {printed}\n{node_logs(directory)}"
             printed.append(line.rstrip("\n"))
-        nodes = [re.fullmatch(r"Node (\d+): 127\.0\.0\.1:(\d+), metrics (http://\S+/metrics)", line)
+        nodes = [re.fullmatch(r"Node (\d+): 127\.0\.0\.1:(\d+), metrics (http://\S+/metrics), "
+                              r"schema registry (http://\S+)", line)
                  for line in printed if line.startswith("Node ")]
-        assert [(m.group(1), m.group(2), m.group(3)) for m in nodes if m] == [
-            ("1", str(base), f"http://127.0.0.1:{base + 1000}/metrics"),
-            ("2", str(base + 2), f"http://127.0.0.1:{base + 1002}/metrics")], printed
+        assert [m.groups() for m in nodes if m] == [
+            ("1", str(base), f"http://127.0.0.1:{base + 1000}/metrics", f"http://127.0.0.1:{base + 2000}"),
+            ("2", str(base + 2), f"http://127.0.0.1:{base + 1002}/metrics", f"http://127.0.0.1:{base + 2002}")], printed
         states = [wait_for_state(match.group(3)) for match in nodes]
         assert states == ["leader", "observer"]  # the voter, then the broker-only node
+        for match in nodes:
+            wait_until_serving(match.group(4))  # each node's schema registry answers
     finally:
         proc.send_signal(signal.SIGTERM)  # dev-cluster stops its nodes, then exits
         try:

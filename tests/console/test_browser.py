@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import free_port
-from tests.console.harness import ADMIN, ADMIN_PASSWORD, ConsoleProcess
+from tests.console.harness import ADMIN, ADMIN_PASSWORD, ConsoleProcess, register_schema, wait_for_registry
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -298,8 +298,8 @@ def test_walk_topic_produce_browse_group_lag_reset_delete(node_factory, tmp_path
 
 
 def test_the_console_a_node_serves_in_the_browser(node_factory, artifacts):
-    http_port = free_port()
-    node = node_factory({"metrics.listener": f"http://127.0.0.1:{http_port}"})
+    http_port, registry_url = free_port(), f"http://127.0.0.1:{free_port()}"
+    node = node_factory({"metrics.listener": f"http://127.0.0.1:{http_port}", "schema.registry.listener": registry_url})
     from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
@@ -338,6 +338,20 @@ def test_the_console_a_node_serves_in_the_browser(node_factory, artifacts):
         walk.wait(lambda d: d.find_elements("css selector", "#messages tr.fresh"), "the tailed record")
         assert '"i": 99' in walk.element("#messages tr.fresh").text
         walk.shot("messages-live-tail")
+
+        # The node's schema registry: a subject of two versions, its schema and the diff.
+        wait_for_registry(registry_url)
+        fields = [{"name": "i", "type": "int"}]
+        register_schema(registry_url, "served-value", {"type": "record", "name": "Served", "fields": fields})
+        register_schema(registry_url, "served-value", {"type": "record", "name": "Served", "fields": [
+            *fields, {"name": "even", "type": "boolean", "default": False}]})
+        walk.open("/schemas")
+        walk.wait_contains("#subjects", "served-value", "the subjects")
+        walk.shot("schemas")
+        walk.click("a.subject-link")
+        walk.wait_contains("#schema-text", '"name": "even"', "the latest schema")
+        assert any('"even"' in e.text for e in walk.driver.find_elements("css selector", "#schema-diff .add"))
+        walk.shot("schema")
     finally:
         walk.quit()
 

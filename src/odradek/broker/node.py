@@ -347,6 +347,12 @@ class Node:
 
             self.metrics_server = MetricsServer(self)
             self.request_metrics = RequestMetrics()
+        # schema.registry.listener: Confluent Schema Registry's API, a client of this node (registry/server.py)
+        self.registry_server = None
+        if config["schema.registry.listener"]:
+            from odradek.registry.server import RegistryServer
+
+            self.registry_server = RegistryServer(self)
         self.dispatcher = Dispatcher([
             Route(key, low, high, functools.partial(handler, self), ADVERTISED_MIN.get(key))
             for key, low, high, handler in ROUTES], quotas=self.quota_enforcement,
@@ -368,6 +374,8 @@ class Node:
         started = time.monotonic()
         if self.metrics_server is not None:  # first: a port in use stops the node before anything else started
             await self.metrics_server.start()
+        if self.registry_server is not None:
+            self.registry_server.bind()
         self.quorum.start()
         for listener in self.config.controller_listeners:
             security = self.listener_security[listener.name]
@@ -384,6 +392,8 @@ class Node:
         self.cluster_id = self.image.cluster_id or self.cluster_id
         if self.is_broker:
             await self._start_broker()
+        if self.registry_server is not None:
+            await self.registry_server.start()
         addresses = ", ".join(f"{s.listener}://{s.host}:{s.port}" for s in self.controller_servers + self.servers)
         image = self.image
         log.info("Odradek node %d (%s) of cluster %s started in %.2fs: %d topics, %d partitions, listening on %s",
@@ -441,6 +451,8 @@ class Node:
     async def stop(self) -> None:
         if self.metrics_server is not None:  # first: no scrape reads what is being closed
             await self.metrics_server.stop()
+        if self.registry_server is not None:
+            await self.registry_server.stop()
         await self.lifecycle.shut_down()  # controlled shutdown: leaderships move before we go
         for task in self._tasks:
             task.cancel()

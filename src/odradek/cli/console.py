@@ -2,8 +2,9 @@
 
 The same console a node serves on its HTTP port, as a separate process: it reaches the cluster through
 --bootstrap-server with --command-config's TLS and SASL settings. With a SASL connection people log in with
-their own cluster credentials (the file's sasl.username and sasl.password are not used). The parser imports
-neither aiohttp nor the client library; the command does, when it runs.
+their own cluster credentials (the file's sasl.username and sasl.password are not used). With
+--schema-registry it shows that registry's subjects too. The parser imports neither aiohttp nor the client
+library; the command does, when it runs.
 """
 
 from __future__ import annotations
@@ -32,12 +33,28 @@ def listen_address(text: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+def registry_address(text: str) -> str:
+    """A schema registry's base URL: http(s)://HOST[:PORT][/PATH], without credentials, query or fragment."""
+    parts = urlsplit(text.strip())
+    try:
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT, got '{text}' (a port is a number)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (or https://), got '{text}'")
+    if parts.username is not None or parts.password is not None:
+        raise argparse.ArgumentTypeError("the console does not log in to a schema registry: give its URL without "
+                                         "credentials")
+    return text.strip().rstrip("/")
+
+
 def add_console_parser(commands, client) -> None:
     from odradek.console.settings import DEFAULT_SAMPLE_INTERVAL_S, DEFAULT_SCAN_BUDGET
 
     p = commands.add_parser(
         "console", parents=[client], help="serve the web console for a cluster",
-        description="Serve the web console (topics, messages, consumer groups, transactions, quorum, ACLs) for the "
+        description="Serve the web console (topics, messages, consumer groups, transactions, quorum, ACLs, and "
+                    "with --schema-registry the registry's schemas) for the "
                     "cluster at --bootstrap-server, as a client of it. Without SASL in --command-config nobody logs "
                     "in, so keep it on 127.0.0.1 (the default); with SASL, people log in with their own cluster "
                     "credentials and the cluster's ACLs apply. Ctrl-C stops it.")
@@ -48,6 +65,10 @@ def add_console_parser(commands, client) -> None:
     p.add_argument("--sample-interval", metavar="SECONDS", type=positive_float, default=DEFAULT_SAMPLE_INTERVAL_S,
                    help="how often the charts sample log end offsets and lag while someone looks "
                         f"(default {DEFAULT_SAMPLE_INTERVAL_S:g})")
+    p.add_argument("--schema-registry", metavar="URL", type=registry_address, default=None,
+                   help="the schema registry whose subjects the Schemas pages show (Confluent's REST API, as "
+                        "http://127.0.0.1:8081: a node's schema.registry.listener); without it there are no "
+                        "Schemas pages")
     p.set_defaults(run=run)
 
 
@@ -60,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
     properties = read_properties(args.command_config) if args.command_config else {}
     settings = from_properties(args.bootstrap_server, properties, timeout_s=args.timeout,
-                               scan_budget=args.scan_budget, sample_interval_s=args.sample_interval)
+                               scan_budget=args.scan_budget, sample_interval_s=args.sample_interval,
+                               schema_registry=args.schema_registry or "")
     if settings.note:
         raise CliError(settings.note)
     # The TLS and SASL settings must make sense before anyone tries to log in with them.
@@ -73,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
     def announce(address: str) -> None:
         login = "people log in with their SASL credentials" if settings.login_required else "no login"
-        print(f"Odradek console at {address} for the cluster at {args.bootstrap_server} ({login})", flush=True)
+        schemas = f", schemas from {args.schema_registry}" if args.schema_registry else ""
+        print(f"Odradek console at {address} for the cluster at {args.bootstrap_server} ({login}{schemas})",
+              flush=True)
 
     try:
         import uvloop

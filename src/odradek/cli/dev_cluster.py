@@ -1,8 +1,8 @@
 """`odradek dev-cluster`: a local cluster of node processes, for development and tests.
 
 Node N (from 1) gets node.id N, a data dir DIR/node-N, a client listener on base+2(N-1), a controller
-listener on the port after it, and its metrics.listener (Prometheus /metrics and the web console) on its
-client port + 1000. The first --nodes nodes are voters of the metadata quorum and brokers
+listener on the port after it, its metrics.listener (Prometheus /metrics and the web console) on its
+client port + 1000, and its schema.registry.listener on its client port + 2000. The first --nodes nodes are voters of the metadata quorum and brokers
 (KRaft's combined mode); --broker-only more nodes are brokers only, following the quorum as observers.
 The cluster id is kept in DIR/cluster.id, so a restart of the command brings back the same cluster.
 """
@@ -22,13 +22,15 @@ from odradek.cli.main import CliError
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 METRICS_PORT_OFFSET = 1000  # node N's metrics port: its client port + this
+REGISTRY_PORT_OFFSET = 2000  # node N's schema registry port: its client port + this
+PER_NODE_PORTS = {"metrics.listener": METRICS_PORT_OFFSET, "schema.registry.listener": REGISTRY_PORT_OFFSET}
 
 
 def node_settings(node_id: int, voters: int, directory: Path, base_port: int) -> dict[str, str]:
     quorum = ",".join(f"{n}@127.0.0.1:{base_port + 2 * (n - 1) + 1}" for n in range(1, voters + 1))
     port = base_port + 2 * (node_id - 1)
     common = {"controller.quorum.voters": quorum, "log.dirs": str(directory / f"node-{node_id}"),
-              "metrics.listener": f"http://127.0.0.1:{port + METRICS_PORT_OFFSET}"}
+              **{name: f"http://127.0.0.1:{port + offset}" for name, offset in PER_NODE_PORTS.items()}}
     if node_id > voters:
         return {"node.id": str(node_id), "process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                 **common}
@@ -44,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
         extra = parse_overrides(args.overrides)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
-    if extra.get("metrics.listener"):  # one value for every node would be one port for all of them
-        raise CliError(f"--set metrics.listener={extra['metrics.listener']}: each node has its own, on its client "
-                       f"port + {METRICS_PORT_OFFSET}; --set metrics.listener= turns them off")
+    for name, offset in PER_NODE_PORTS.items():
+        if extra.get(name):  # one value for every node would be one port for all of them
+            raise CliError(f"--set {name}={extra[name]}: each node has its own, on its client port + {offset}; "
+                           f"--set {name}= turns them off")
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     id_file = directory / "cluster.id"
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Cluster {cluster_id}: {len(settings)} nodes ({args.nodes} of them controllers), data in {directory}")
         for node, port in zip(settings, ports, strict=True):
             metrics = f", metrics {node['metrics.listener']}/metrics" if node["metrics.listener"] else ""
-            print(f"Node {node['node.id']}: 127.0.0.1:{port}{metrics}")
+            registry = f", schema registry {node['schema.registry.listener']}" if node["schema.registry.listener"] else ""
+            print(f"Node {node['node.id']}: 127.0.0.1:{port}{metrics}{registry}")
         print(f"Bootstrap servers: {bootstrap}", flush=True)
         reported: set[int] = set()
         while not stopping and any(p.poll() is None for p in processes):

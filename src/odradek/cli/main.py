@@ -210,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("users").add_users_parser(commands, client, output)
     _module("acls").add_acls_parser(commands, client, output)
     _module("quotas").add_quotas_parser(commands, client, output)
+    _module("schemas").add_schemas_parser(commands, output)
     _module("console").add_console_parser(commands, client)
     return parser
 

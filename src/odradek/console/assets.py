@@ -75,6 +75,17 @@ svg polyline.series { fill: none; stroke-width: 2; }
 .legend::before { content: "■ "; }
 form.login { max-width: 22rem; flex-direction: column; display: flex; gap: .7rem; }
 .hidden { display: none; }
+.notice.good { background: #ebfbee; border-color: #b2f2bb; color: var(--good); }
+.notice ul { margin: .3rem 0 0; padding-left: 1.2rem; }
+.notice p { margin: 0; }
+pre.schema { max-height: 40rem; max-width: none; background: #fff; border: 1px solid var(--line); padding: .5rem;
+             white-space: pre; word-break: normal; }
+pre.diff span { display: block; }
+#check-form > label:first-of-type { flex: 1 1 100%; }
+#check-schema { width: 100%; }
+pre.diff .add { background: #ebfbee; color: var(--good); }
+pre.diff .del { background: #fff5f5; color: var(--bad); }
+pre.diff .hunk, pre.diff .file { color: var(--muted); }
 """
 
 JS = r"""

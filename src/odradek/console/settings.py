@@ -2,7 +2,8 @@
 people log in (when the connection is SASL, each with their own credentials, so the cluster's ACLs apply).
 
 From the command line (`odradek console --bootstrap-server ... --command-config FILE`) or from the node that
-serves the console (its own client listener, as any client would reach it).
+serves the console (its own client listener, as any client would reach it). The schema registry the Schemas
+pages show is `--schema-registry URL`, or the serving node's own schema.registry.listener.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class ConsoleSettings:
     scan_budget: int = DEFAULT_SCAN_BUDGET
     sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S
     note: str = ""  # why the console cannot log in, when it cannot
+    schema_registry: str = ""  # the schema registry's base URL; empty: no Schemas pages
 
     @property
     def login_required(self) -> bool:
@@ -56,9 +58,26 @@ def from_properties(bootstrap: str, properties: Mapping[str, str], **options) ->
     return ConsoleSettings(bootstrap, shared, (named,) if named else LOGIN_MECHANISMS, **options)
 
 
+def node_registry_url(config) -> str:
+    """The URL of a node's own schema registry (schema.registry.listener, a wildcard host as 127.0.0.1), or ""."""
+    from odradek.config import parse_metrics_listener
+
+    try:
+        value = config["schema.registry.listener"]
+    except KeyError:
+        return ""
+    if not value:
+        return ""
+    host, port = parse_metrics_listener(value, "schema.registry.listener", "8081")
+    host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def from_node_config(config, **options) -> ConsoleSettings:
     """Settings for the console a node serves: a client of the node's own client listener (the first
-    PLAINTEXT one if there is one, else the first), with the listener's security as a client needs it."""
+    PLAINTEXT one if there is one, else the first), with the listener's security as a client needs it, and
+    the node's own schema registry when it serves one."""
+    options.setdefault("schema_registry", node_registry_url(config))
     listeners = list(config.listeners)
     if not listeners:
         raise ValueError("the node has no client listener for the console to connect to")

@@ -23,6 +23,7 @@ from aiohttp import web
 from odradek.console import assets
 from odradek.console.cluster import ClusterClient, ConsoleError, RawCluster
 from odradek.console.html import Html, html, join, notice, url
+from odradek.console.schema_registry import RegistryClient
 from odradek.console.session import COOKIE, Session, Sessions
 from odradek.console.settings import ConsoleSettings
 
@@ -37,7 +38,7 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-NAVIGATION = (("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
+NAVIGATION = (("/", "Overview"), ("/topics", "Topics"), ("/schemas", "Schemas"), ("/groups", "Consumer groups"),
               ("/transactions", "Transactions"), ("/quorum", "Quorum"), ("/security", "ACLs & users"))
 CONSOLE_KEY: web.AppKey[Console] = web.AppKey("odradek_console")
 
@@ -85,10 +86,14 @@ Handler = Callable[[Context], Awaitable[web.StreamResponse]]
 class Console:
     """The console's state: settings, the worker threads, the sessions, and the cluster clients."""
 
-    def __init__(self, settings: ConsoleSettings, title: str = "Odradek console"):
+    def __init__(self, settings: ConsoleSettings, title: str = "Odradek console",
+                 registry_port: Callable[[], int | None] | None = None):
         self.settings = settings
         self.title = title
         self.executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="console")
+        # the schema registry of the Schemas pages; None: not configured (no Schemas in the navigation)
+        self.registry = RegistryClient(settings.schema_registry, port=registry_port) \
+            if settings.schema_registry else None
         self.sessions = Sessions(on_end=self._session_ended)
         self._shared: ClusterClient | None = None  # everyone's, when nobody logs in
         self._closing: set[asyncio.Task] = set()
@@ -137,6 +142,8 @@ class Console:
             await self._shared.close()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+        if self.registry is not None:
+            await self.registry.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     # -----------------------------------------------------------------------------------------------
@@ -212,7 +219,8 @@ class Console:
 
     def layout(self, title: str, body: Html, session: Session, csrf: str, active: str = "") -> str:
         nav = join(html('<a href="{}"{}>{}</a>', path, Html(' class="active"') if path == active else "", label)
-                   for path, label in NAVIGATION) if session.cluster is not None else Html("")
+                   for path, label in NAVIGATION if path != "/schemas" or self.registry is not None
+                   ) if session.cluster is not None else Html("")
         if session.user is not None:
             who = html('<form method="post" action="/logout" class="who">{} · <input type="hidden" name="csrf" '
                        'value="{}"><button type="submit" class="link" id="logout">log out</button></form>',
@@ -317,7 +325,7 @@ async def asset(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application, console: Console) -> None:
-    from odradek.console import pages
+    from odradek.console import pages, schemas
 
     app[CONSOLE_KEY] = console
     e = console.endpoint
@@ -326,7 +334,7 @@ def add_routes(app: web.Application, console: Console) -> None:
     router.add_get("/login", e(login_form, public=True))
     router.add_post("/login", e(login_submit, public=True))
     router.add_post("/logout", e(logout, public=True))
-    for method, path, handler, kind in pages.ROUTES:
+    for method, path, handler, kind in (*pages.ROUTES, *schemas.ROUTES):
         router.add_route(method, path, e(handler, kind=kind))
 
     async def close(_: web.Application) -> None:
@@ -337,7 +345,8 @@ def add_routes(app: web.Application, console: Console) -> None:
 
 def add_console(app: web.Application, node) -> None:
     """Serve the console at `/` of the node's HTTP application. The console reaches the cluster as a client
-    of the node's own client listener; from `node` it reads only that listener's address and security."""
+    of the node's own client listener; from `node` it reads only that listener's address and security, and
+    its schema.registry.listener (the Schemas pages show the node's own registry)."""
     from odradek.console.settings import from_node_config
 
     config = getattr(node, "config", node)
@@ -345,7 +354,8 @@ def add_console(app: web.Application, node) -> None:
     if not settings.login_required and not _loopback_only(config):
         log.warning("The web console on metrics.listener is open to anyone who can reach that port, with the rights "
                     "of a client of this node's %s listener (no login without SASL)", settings.bootstrap)
-    add_routes(app, Console(settings))
+    registry = getattr(node, "registry_server", None)  # its port, when the setting named port 0
+    add_routes(app, Console(settings, registry_port=(lambda: registry.port) if registry is not None else None))
 
 
 def _loopback_only(config) -> bool:

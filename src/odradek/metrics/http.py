@@ -8,14 +8,14 @@ routes to the same application (`odradek.console.web.add_console`).
 from __future__ import annotations
 
 import logging
-import socket
 
 from aiohttp import web
 
-from odradek.config import ConfigError, parse_metrics_listener
+from odradek.config import parse_metrics_listener
 from odradek.console.web import add_console
 from odradek.metrics.node import NodeMetrics
 from odradek.metrics.registry import CONTENT_TYPE
+from odradek.network import http_socket
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +53,7 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        host = self.host or "0.0.0.0"
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, self.port))
-            sock.listen(128)
-        except OSError as exc:
-            sock.close()
-            raise ConfigError(f"metrics.listener {self.url}: cannot listen on {host}:{self.port}: "
-                              f"{exc.strerror or exc}") from None
-        sock.setblocking(False)
+        sock = http_socket.bind("metrics.listener", self.url, self.host, self.port)
         self.port = sock.getsockname()[1]  # the port the system chose, for port 0
         self.metrics = NodeMetrics(self.node)
         self._runner = web.AppRunner(build_app(self.node, self.metrics), access_log=None, handle_signals=False)
