@@ -10,6 +10,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from odradek.spark.options import OptionError, SourceOptions
+from odradek.spark.schema_registry import SourceDecoders
 from odradek.spark.sink import OdradekBatchWriter, OdradekStreamWriter
 from odradek.spark.source import OdradekBatchReader, OdradekStreamReader, source_schema
 
@@ -22,13 +23,20 @@ class OdradekDataSource(DataSource):
         return "odradek"
 
     def schema(self) -> StructType:
-        return source_schema(SourceOptions.parse_include_headers(self.options))
+        include_headers = SourceOptions.parse_include_headers(self.options)
+        key, value = SourceOptions.parse_registries(self.options)
+        if key is None and value is None:
+            return source_schema(include_headers)
+        # The subjects' latest schemas decide the key/value types now, when the query is planned; Spark
+        # pickles this instance for reader(), which decodes with the same schemas.
+        self._decoders = SourceDecoders.fetch(key, value)
+        return source_schema(include_headers, **self._decoders.column_types())
 
     def reader(self, schema: StructType) -> OdradekBatchReader:
-        return OdradekBatchReader(self.options, schema)
+        return OdradekBatchReader(self.options, schema, getattr(self, "_decoders", None))
 
     def streamReader(self, schema: StructType) -> OdradekStreamReader:
-        return OdradekStreamReader(self.options, schema)
+        return OdradekStreamReader(self.options, schema, getattr(self, "_decoders", None))
 
     def writer(self, schema: StructType, overwrite: bool) -> OdradekBatchWriter:
         if overwrite:

@@ -18,8 +18,8 @@ LATEST = -1
 _OWNED_CLIENT_SETTINGS = {
     "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' instead",
     "enable.auto.commit": "the source keeps its offsets in the query's checkpoint, not in a consumer group",
-    "key.deserializer": "keys are returned as binary; cast them in the query",
-    "value.deserializer": "values are returned as binary; cast them in the query",
+    "key.deserializer": "keys are returned as binary; cast them in the query, or set 'keySchemaRegistry.url'",
+    "value.deserializer": "values are returned as binary; cast them in the query, or set 'valueSchemaRegistry.url'",
 }
 _STRATEGIES = ("subscribe", "subscribepattern", "assign")
 _ENDING_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
@@ -192,6 +192,62 @@ def _boolean(options, name: str, default: bool) -> bool:
     return value.strip().lower() == "true"
 
 
+# --- Avro with a schema registry (odradek.spark.schema_registry) ---
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """`<column>SchemaRegistry.*`: where the column's Avro schemas are, under which subject."""
+
+    urls: tuple[str, ...]
+    subject: str
+    permissive: bool = False
+
+
+_REGISTRY_MODES = ("FAILFAST", "PERMISSIVE")
+
+
+def parse_registry(options, column: str, topics: tuple[str, ...] | None, source: bool) -> RegistryOptions | None:
+    """The `<column>SchemaRegistry.*` options of the key or value column, or None without a URL. The subject
+    defaults to `<topic>-<column>` (Confluent's TopicNameStrategy) when `topics` names exactly one topic."""
+    prefix = f"{column}SchemaRegistry."
+    url = _get(options, prefix + "url")
+    if url is None:
+        for name in ("subject", "mode"):
+            if _get(options, prefix + name) is not None:
+                raise OptionError(f"option '{prefix}{name}' needs '{prefix}url'")
+        return None
+    urls = tuple(u.strip().rstrip("/") for u in url.split(",") if u.strip())
+    if not urls:
+        raise OptionError(f"'{prefix}url' is empty")
+    for u in urls:
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", u):
+            raise OptionError(f"'{prefix}url' must be http:// or https:// URLs, comma-separated, got {u!r}")
+    subject = _get(options, prefix + "subject")
+    if subject is not None and not subject.strip():
+        raise OptionError(f"'{prefix}subject' is empty")
+    if subject is None:
+        if topics is None or len(topics) != 1:
+            what = "reading several topics or a pattern" if source else "the topic comes from a 'topic' column"
+            raise OptionError(f"option '{prefix}subject' is required when {what}: the subject can default to "
+                              f"'<topic>-{column}' only for a single topic")
+        subject = f"{topics[0]}-{column}"
+    mode = _get(options, prefix + "mode")
+    if mode is not None and not source:
+        raise OptionError(f"'{prefix}mode' is a source option: the sink fails on a {column} that does not fit")
+    if (mode or "FAILFAST").strip().upper() not in _REGISTRY_MODES:
+        raise OptionError(f"'{prefix}mode' must be 'FAILFAST' or 'PERMISSIVE', got {mode!r}")
+    return RegistryOptions(urls=urls, subject=subject.strip(),
+                           permissive=(mode or "").strip().upper() == "PERMISSIVE")
+
+
+def _single_topics(strategy: Strategy) -> tuple[str, ...] | None:
+    if isinstance(strategy, Subscribe):
+        return strategy.topics
+    if isinstance(strategy, Assign):
+        return tuple(dict.fromkeys(t for t, _ in strategy.partitions))
+    return None
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Everything the reader needs from the options, checked once on the driver."""
@@ -207,10 +263,22 @@ class SourceOptions:
     starting_by_timestamp_latest: bool = False
     poll_timeout_s: float = 120.0
     group_id_prefix: str = "odradek-spark-source"
+    key_registry: RegistryOptions | None = None
+    value_registry: RegistryOptions | None = None
 
     @staticmethod
     def parse_include_headers(options) -> bool:
         return _boolean(options, "includeHeaders", False)
+
+    @staticmethod
+    def parse_registries(options) -> tuple[RegistryOptions | None, RegistryOptions | None]:
+        """The key's and the value's schema registry options."""
+        if all(_get(options, f"{column}SchemaRegistry.{name}") is None
+               for column in ("key", "value") for name in ("url", "subject", "mode")):
+            return None, None
+        topics = _single_topics(_parse_strategy(options))
+        return (parse_registry(options, "key", topics, source=True),
+                parse_registry(options, "value", topics, source=True))
 
     @classmethod
     def parse(cls, options, streaming: bool) -> SourceOptions:
@@ -233,6 +301,7 @@ class SourceOptions:
         if strategy_name not in ("error", "latest"):
             raise OptionError(f"'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy_name!r}")
         poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs")
+        key_registry, value_registry = cls.parse_registries(options)
         return cls(
             client=client, strategy=strategy, starting=starting, ending=ending,
             fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
@@ -242,6 +311,7 @@ class SourceOptions:
             starting_by_timestamp_latest=strategy_name == "latest",
             poll_timeout_s=poll_timeout / 1000 if poll_timeout else 120.0,
             group_id_prefix=_get(options, "groupIdPrefix") or "odradek-spark-source",
+            key_registry=key_registry, value_registry=value_registry,
         )
 
 

@@ -5,6 +5,9 @@ Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (str
 `partition` (int). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
 task flushes before it returns and fails on any delivery error.
 
+With `valueSchemaRegistry.url` (or `keySchemaRegistry.url`) the column is encoded as Avro in Confluent's
+framing with the subject's latest schema (schema_registry.py), checked against the column type on the driver.
+
 Streaming writes are exactly-once through Kafka transactions (see docs/spark.md, "Exactly-once"):
 
 * each task of a micro-batch writes with its own transactional id (derived from the sink id and the task's
@@ -27,9 +30,10 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, MapType, StructType
 
-from odradek.spark.options import kafka_client_config
+from odradek.spark.options import kafka_client_config, parse_registry
+from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
 SINK_ID_OPTION = "odradek.sink.id"
@@ -89,7 +93,22 @@ def check_schema(schema: StructType, options: dict) -> None:
                          "Use the topic option for setting a topic.")
 
 
-def to_records(rows: Iterable, options: dict) -> Iterator[OutRecord]:
+def sink_encoders(options: dict, schema: StructType) -> SinkEncoders | None:
+    """The Avro encoders of the key and value columns, with the subjects' latest schemas fetched now."""
+    topic = _option(options, "topic")
+    topics = (topic,) if topic else None
+    key = parse_registry(options, "key", topics, source=False)
+    value = parse_registry(options, "value", topics, source=False)
+    for f in schema.fields:
+        if f.name.lower() in ("key", "value") and isinstance(f.dataType, StructType | ArrayType | MapType) and \
+                (value if f.name.lower() == "value" else key) is None:
+            raise ValueError(f"the '{f.name}' column is {f.dataType.simpleString()}: set the option "
+                             f"'{f.name.lower()}SchemaRegistry.url' to write it as Avro, or make it a string or "
+                             "binary (to_json, to_avro)")
+    return SinkEncoders.fetch(schema, key, value)
+
+
+def to_records(rows: Iterable, options: dict, encoders: SinkEncoders | None = None) -> Iterator[OutRecord]:
     """Turn Spark rows into records, the `topic` option overriding the `topic` column."""
     topic_option = _option(options, "topic")
     for row in rows:
@@ -103,7 +122,11 @@ def to_records(rows: Iterable, options: dict) -> Iterator[OutRecord]:
             hk, hv = (h["key"], h["value"]) if not isinstance(h, tuple | list) else (h[0], h[1])
             headers.append((hk, _as_bytes(hv)))
         partition = d.get("partition")
-        yield OutRecord(topic=topic, value=_as_bytes(d["value"]), key=_as_bytes(d.get("key")),
+        key, value = d.get("key"), d["value"]
+        if encoders is not None:
+            key = encoders.key.encode(key) if encoders.key else key
+            value = encoders.value.encode(value) if encoders.value else value
+        yield OutRecord(topic=topic, value=_as_bytes(value), key=_as_bytes(key),
                         partition=None if partition is None else int(partition), headers=headers)
 
 
@@ -156,11 +179,12 @@ class OdradekBatchWriter(DataSourceWriter):
         self.schema = schema
         check_schema(schema, self.options)
         kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
+        self.encoders = sink_encoders(self.options, schema)
 
     def write(self, iterator: Iterator) -> OdradekCommitMessage:
         ctx = TaskContext.get()
         producer = Producer(producer_config(self.options))
-        written = produce_all(producer, to_records(iterator, self.options))
+        written = produce_all(producer, to_records(iterator, self.options, self.encoders))
         return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
 
     def commit(self, messages) -> None:
@@ -283,12 +307,12 @@ def producer_config_from_client(config: dict) -> dict:
 
 
 def write_streaming_task(options: dict, rows: Iterable, batch_id: int, task: int,
-                         sink_id: str | None = None) -> OdradekCommitMessage:
+                         sink_id: str | None = None, encoders: SinkEncoders | None = None) -> OdradekCommitMessage:
     """One task of micro-batch `batch_id`: its records and its done marker in one transaction, unless an
     earlier attempt of the task (or the driver's commit) already made the batch done."""
     config = kafka_client_config(options)
     sink_id = sink_id or sink_id_from_options(options)
-    records = list(to_records(rows, options))
+    records = list(to_records(rows, options, encoders))
     producer = Producer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
     producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
     state = read_sink_state(config, sink_id)
@@ -329,6 +353,7 @@ class OdradekStreamWriter(DataSourceStreamWriter):
         self.schema = schema
         check_schema(schema, self.options)
         sink_id_from_options(self.options)
+        self.encoders = sink_encoders(self.options, schema)
         ensure_commits_topic(kafka_client_config(self.options))
 
     def write(self, iterator: Iterator) -> OdradekCommitMessage:
@@ -341,7 +366,7 @@ class OdradekStreamWriter(DataSourceStreamWriter):
         query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
         if query_id:  # a recreated checkpoint starts batch ids at 0 again: it must not look committed
             sink_id = f"{sink_id}#{query_id}"
-        return write_streaming_task(self.options, iterator, int(batch), ctx.partitionId(), sink_id)
+        return write_streaming_task(self.options, iterator, int(batch), ctx.partitionId(), sink_id, self.encoders)
 
     def commit(self, messages, batchId: int) -> None:
         sink_ids = {m.sink_id for m in messages if isinstance(m, OdradekCommitMessage) and m.sink_id}

@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -52,6 +53,7 @@ from odradek.spark.options import (
     Subscribe,
     TopicPartition,
 )
+from odradek.spark.schema_registry import SourceDecoders
 
 log = logging.getLogger("odradek.spark")
 
@@ -68,11 +70,12 @@ _ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary()
 _ARROW_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-def source_schema(include_headers: bool) -> StructType:
-    """The columns of Spark's Kafka source, in its order."""
+def source_schema(include_headers: bool, key: DataType | None = None, value: DataType | None = None) -> StructType:
+    """The columns of Spark's Kafka source, in its order; key and value are binary unless decoded with a
+    schema registry (then their type is the subject's, see schema_registry.py)."""
     fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("key", key or BinaryType()),
+        StructField("value", value or BinaryType()),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -84,10 +87,12 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, decoders: SourceDecoders | None = None) -> pa.Schema:
     """`source_schema` as Spark expects the Arrow batches of a Python data source (UTC microseconds)."""
+    key, value = (decoders.key, decoders.value) if decoders else (None, None)
     fields = [
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("key", key.arrow_type if key else pa.binary()), ("value", value.arrow_type if value else pa.binary()),
+        ("topic", pa.string()), ("partition", pa.int32()),
         ("offset", pa.int64()), ("timestamp", _ARROW_TIMESTAMP), ("timestampType", pa.int32()),
     ]
     if include_headers:
@@ -269,9 +274,10 @@ def _names(tps) -> str:
 
 # --- reading one range on an executor ---
 
-def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_range(options: SourceOptions, r: OffsetRange,
+               decoders: SourceDecoders | None = None) -> Iterator[pa.RecordBatch]:
     """Every record of `r` as Arrow batches; offsets missing from the log are a data loss."""
-    schema = arrow_schema(options.include_headers)
+    schema = arrow_schema(options.include_headers, decoders)
     consumer = Consumer({
         **options.client,
         "group.id": options.client.get("group.id", f"{options.group_id_prefix}-{uuid.uuid4()}"),
@@ -307,7 +313,7 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
                     position = r.end
                 if records:
                     position = max(position, records[-1].offset() + 1)
-                    yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema)
+                    yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema, decoders)
                 continue
             records = []
             for message in messages:
@@ -330,7 +336,7 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
                     raise RuntimeError(f"reading {r.topic}-{r.partition}: {error.str()}")
             if records:
                 position = max(position, records[-1].offset() + 1)
-                yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema)
+                yield _to_arrow(records, r.topic, r.partition, options.include_headers, schema, decoders)
     finally:
         consumer.close()
 
@@ -347,13 +353,20 @@ def _skip_deleted(consumer, options: SourceOptions, r: OffsetRange, tp, position
 
 
 def _to_arrow(messages: list, topic: str, partition: int, include_headers: bool,
-              schema: pa.Schema) -> pa.RecordBatch:
+              schema: pa.Schema, decoders: SourceDecoders | None = None) -> pa.RecordBatch:
     """One record batch, column by column, in a handful of list comprehensions over the consumed messages."""
     n = len(messages)
     timestamps = [m.timestamp() for m in messages]
+    keys, values = [m.key() for m in messages], [m.value() for m in messages]
+    if decoders and (decoders.key or decoders.value):
+        offsets = [m.offset() for m in messages]
+        if decoders.key:
+            keys = decoders.key.column_of(keys, topic, partition, offsets)
+        if decoders.value:
+            values = decoders.value.column_of(values, topic, partition, offsets)
     columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array(keys, pa.binary()) if isinstance(keys, list) else keys,
+        pa.array(values, pa.binary()) if isinstance(values, list) else values,
         pa.array([topic] * n, pa.string()),
         pa.array([partition] * n, pa.int32()),
         pa.array([m.offset() for m in messages], pa.int64()),
@@ -369,19 +382,30 @@ def _to_arrow(messages: list, topic: str, partition: int, include_headers: bool,
 
 # --- the readers ---
 
-def _check_schema(schema: StructType, options: SourceOptions) -> None:
-    expected = source_schema(options.include_headers)
+def _check_schema(schema: StructType, options: SourceOptions, decoders: SourceDecoders | None) -> None:
+    expected = source_schema(options.include_headers, **(decoders.column_types() if decoders else {}))
     if schema != expected:
+        changed = " (a subject's latest schema changed since the query was planned?)" if decoders else ""
         raise OptionError(f"the odradek source has a fixed schema and cannot be read with another: expected "
-                          f"{expected.simpleString()}, got {schema.simpleString()}")
+                          f"{expected.simpleString()}, got {schema.simpleString()}{changed}")
+
+
+def source_decoders(options: SourceOptions, planned: SourceDecoders | None) -> SourceDecoders | None:
+    """The decoders of the schema-registry columns: those the schema was planned with, or else fetched now."""
+    if options.key_registry is None and options.value_registry is None:
+        return None
+    if planned is not None and planned.matches(options.key_registry, options.value_registry):
+        return planned
+    return SourceDecoders.fetch(options.key_registry, options.value_registry)
 
 
 class OdradekBatchReader(DataSourceReader):
     """`spark.read.format("odradek")`: the records between the starting and ending offsets at planning time."""
 
-    def __init__(self, options, schema: StructType):
+    def __init__(self, options, schema: StructType, decoders: SourceDecoders | None = None):
         self.options = SourceOptions.parse(options, streaming=False)
-        _check_schema(schema, self.options)
+        self.decoders = source_decoders(self.options, decoders)
+        _check_schema(schema, self.options, self.decoders)
 
     def partitions(self) -> Sequence[OffsetRange]:
         lookup = OffsetLookup(self.options.client)
@@ -399,15 +423,16 @@ class OdradekBatchReader(DataSourceReader):
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, OffsetRange):  # Spark passes a bare InputPartition when there are none
-            yield from read_range(self.options, partition)
+            yield from read_range(self.options, partition, self.decoders)
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("odradek")`: micro-batches of offset ranges, new partitions included."""
 
-    def __init__(self, options, schema: StructType):
+    def __init__(self, options, schema: StructType, decoders: SourceDecoders | None = None):
         self.options = SourceOptions.parse(options, streaming=True)
-        _check_schema(schema, self.options)
+        self.decoders = source_decoders(self.options, decoders)
+        _check_schema(schema, self.options, self.decoders)
         self._lookup: OffsetLookup | None = None
         self._available_now: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
@@ -481,7 +506,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, OffsetRange):  # Spark passes a bare InputPartition when there are none
-            yield from read_range(self.options, partition)
+            yield from read_range(self.options, partition, self.decoders)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in the query's checkpoint, as with Spark's Kafka source."""
