@@ -134,8 +134,11 @@ def test_references(registry):
     ({"schema": ""}, None, 422, 42201),
     ({"schema": json.dumps(RECORD), "references": "nope"}, None, 422, 422),
     (avro(RECORD), "text/plain", 415, 415),
+    ({"schema": '{"type": "record", "name": "X\ud800", "fields": []}'}, None, 422, 42201),  # a lone surrogate
+    (avro(RECORD, id=5), None, 422, 42205),  # an id is kept in IMPORT mode only
 ])
 def test_bad_input_gets_confluents_error_and_writes_nothing(registry, registry_node, body, content_type, status, code):
+    registry.ok("POST", "/subjects/warm-up/versions", avro(RECORD))  # this node is the writer from here on
     subject = subject_name("bad")
     before = schemas_end_offset(registry_node.bootstrap)
     options = {"content_type": content_type} if content_type else {}
@@ -159,3 +162,16 @@ def test_malformed_requests_are_4xx(registry):
     assert (status, answer["error_code"]) == (404, 404)
     status, answer = registry.call("PATCH", "/subjects")
     assert (status, answer["error_code"]) == (405, 405)
+    deep = b'{"schema": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert registry.post(f"/subjects/{subject}/versions", raw=deep)[1]["error_code"] == 400
+
+
+def test_verbose_compatibility_names_an_invalid_schema(registry):
+    subject = subject_name()
+    registry.ok("POST", f"/subjects/{subject}/versions", avro(RECORD))
+    answer = registry.ok("POST", f"/compatibility/subjects/{subject}/versions?verbose=true", {"schema": "{nope"})
+    assert answer["is_compatible"] is False and answer["messages"]
+    status, refused = registry.post(f"/compatibility/subjects/{subject}/versions", {"schema": "{nope"})
+    assert (status, refused["error_code"]) == (422, 42201)
+    status, refused = registry.post(f"/compatibility/subjects/{subject}/versions/7", avro(RECORD))
+    assert (status, refused["error_code"]) == (404, 40402)

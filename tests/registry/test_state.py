@@ -196,3 +196,62 @@ def test_config_levels_and_their_errors():
         state.config_json("s")
     assert refused.value.error_code == 40408
     assert state.config_json("s", default_to_global=True) == {"compatibilityLevel": "FORWARD_TRANSITIVE"}
+
+
+def test_records_that_cannot_be_read_are_skipped_and_reading_goes_on():
+    state = RegistryState()
+    bad = [
+        ({"keytype": "ID_WATERMARK", "magic": 0}, b'{"maxId": 1e999}'),
+        (rec.schema_key("s", 1), b'{"subject": 5, "version": 1, "id": 1, "schema": "\\"string\\""}'),
+        (rec.schema_key("s", 1), b'{"subject": "s", "version": 1, "id": 1099511627776, "schema": "\\"int\\""}'),
+        (rec.subject_key(rec.MODE, None), b'{"mode": "SIDEWAYS"}'),
+        (rec.subject_key(rec.CONFIG, None), b'{"compatibilityLevel": 3}'),
+    ]
+    for offset, (key, value) in enumerate(bad):
+        state.apply(rec.encode(key), value, offset)
+    state.apply(rec.encode(rec.schema_key("s", 1)),
+                rec.encode(schema_value("s", 1, 1, USER_V1)), len(bad))
+    assert state.next_offset == len(bad) + 1
+    assert state.subject_names() == ["s"] and state.max_id == 1
+    assert state.mode(None) == "READWRITE" and state.compatibility_level(None) == "BACKWARD"
+
+
+def schema_value(subject: str, version: int, schema_id: int, schema: str) -> dict:
+    return rec.SchemaRecord(subject, version, schema_id, schema).value()
+
+
+def test_an_imported_id_must_fit_confluents_four_bytes():
+    state, topic = RegistryState(), Topic()
+    topic.append(state, state.plan_mode(None, {"mode": "IMPORT"}, force=False))
+    for schema_id in (0, 2**31, 2**40):
+        with pytest.raises(RegistryError) as refused:
+            state.plan_register("s", RegisterRequest(USER_V1, id=schema_id), normalize=False)
+        assert refused.value.status == 422
+
+
+def test_import_mode_removes_soft_deleted_versions_so_imports_can_take_their_place():
+    state, topic = RegistryState(), Topic()
+    register(state, topic, "s", USER_V1)
+    topic.append(state, state.plan_delete_subject("s", permanent=False))
+    topic.append(state, state.plan_mode(None, {"mode": "IMPORT"}, force=False))
+    assert state.versions("s", deleted=True) == []
+    assert register(state, topic, "s", USER_V2, id=50, version=1)["version"] == 1
+
+
+def test_a_reference_to_the_latest_version_is_stored_with_its_number():
+    state, topic = RegistryState(), Topic()
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "acme",
+                          "fields": [{"name": "city", "type": "string"}]})
+    register(state, topic, "address", address)
+    person = json.dumps({"type": "record", "name": "Person", "namespace": "acme",
+                         "fields": [{"name": "home", "type": "acme.Address"}]})
+    answer = register(state, topic, "person", person, references=(rec.Reference("acme.Address", "address", -1),))
+    assert state.version("person", 1).references == (rec.Reference("acme.Address", "address", 1),)
+    assert state.referenced_by("address", 1) == [answer["id"]]
+
+
+def test_a_subject_config_without_a_level_reports_the_level_in_force():
+    state, topic = RegistryState(), Topic()
+    topic.append(state, state.plan_config(None, {"compatibility": "FULL"}))
+    topic.append(state, state.plan_config("s", {"normalize": True}))
+    assert state.config_json("s") == {"compatibilityLevel": "FULL", "normalize": True}

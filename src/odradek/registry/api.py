@@ -7,6 +7,7 @@ Confluent's content type; every error is `{"error_code": N, "message": "..."}` w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -25,6 +26,7 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 ACCEPTED_CONTENT_TYPES = {"application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json",
                           "application/json", "application/octet-stream", ""}
 MAX_BODY_BYTES = 16 * 1024 * 1024
+INLINE_PARSE_BYTES = 64 * 1024
 OFFSET_HEADER = "X-Odradek-Schemas-Offset"  # the writer's offset after a write, for read-your-writes
 
 STORE_KEY = web.AppKey("schema_store", object)
@@ -72,18 +74,31 @@ async def body_of(request: web.Request) -> dict:
         raise RegistryError(415, 415, "HTTP 415 Unsupported Media Type")
     raw = await request.read()
     try:
-        body = json.loads(raw) if raw.strip() else {}
+        if len(raw) > INLINE_PARSE_BYTES:  # a large body is parsed off the node's event loop
+            body = await asyncio.get_running_loop().run_in_executor(None, parse_json, raw)
+        else:
+            body = parse_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"Unexpected character in the request body: {exc}") from None
+    except RecursionError:
+        raise errors.bad_request("The request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise errors.unprocessable("The request body must be a JSON object")
     return body
+
+
+def parse_json(raw: bytes):
+    return json.loads(raw) if raw.strip() else {}
 
 
 def register_request(body: dict) -> RegisterRequest:
     schema = body.get("schema")
     if not isinstance(schema, str) or not schema.strip():
         raise errors.invalid_schema("Empty schema")
+    try:
+        schema.encode()
+    except UnicodeEncodeError:
+        raise errors.invalid_schema("the schema is not valid Unicode (it holds a lone surrogate)") from None
     schema_type = body.get("schemaType") or "AVRO"
     if not isinstance(schema_type, str) or schema_type.upper() not in SCHEMA_TYPES:
         raise errors.invalid_schema(f"unknown schemaType {schema_type!r}")
@@ -153,18 +168,17 @@ async def schema_by_id(request: web.Request) -> web.Response:
 
 async def raw_schema_by_id(request: web.Request) -> web.Response:
     schema_id = schema_id_of(request)
-    record = await request.app[STORE_KEY].read(lambda state: state.schema_by_id(schema_id))
-    return raw_schema(record.schema)
+    body = await request.app[STORE_KEY].read(lambda state: raw_schema(state.schema_by_id(schema_id).schema))
+    return web.Response(body=body, content_type=CONTENT_TYPE)
 
 
-def raw_schema(text: str) -> web.Response:
-    """/schema endpoints answer the schema itself: JSON for Avro and JSON Schema, a JSON string for .proto."""
+def raw_schema(text: str) -> bytes:
+    """What /schema endpoints answer: the schema itself, JSON for Avro and JSON Schema, a JSON string for .proto."""
     try:
         json.loads(text)
-        body = text
-    except ValueError:
-        body = json.dumps(text)
-    return web.Response(body=body.encode(), content_type=CONTENT_TYPE)
+        return text.encode(errors="backslashreplace")
+    except (ValueError, RecursionError):
+        return json.dumps(text).encode()
 
 
 async def subjects_of_id(request: web.Request) -> web.Response:
@@ -208,8 +222,8 @@ async def get_version(request: web.Request) -> web.Response:
 async def get_raw_version(request: web.Request) -> web.Response:
     subject, version, deleted = subject_of(request), parse_version(request.match_info["version"]), \
         flag(request, "deleted")
-    record = await request.app[STORE_KEY].read(lambda state: state.version(subject, version, deleted))
-    return raw_schema(record.schema)
+    body = await request.app[STORE_KEY].read(lambda state: raw_schema(state.version(subject, version, deleted).schema))
+    return web.Response(body=body, content_type=CONTENT_TYPE)
 
 
 async def referenced_by(request: web.Request) -> web.Response:
@@ -234,15 +248,24 @@ async def check_compatibility(request: web.Request) -> web.Response:
     version = request.match_info.get("version")
     version = parse_version(version) if version is not None else None
 
+    verbose = flag(request, "verbose")
+
     def query(state: RegistryState):
-        if version is not None and version != -1:
-            state.version(subject, version)  # 40401 / 40402 when it is missing
-        if version == -1 and not state.versions(subject):
-            return []
-        return state.compatibility_errors(subject, schema_request, version)
+        if version is not None and version != -1 and (
+                version not in state.subjects.get(subject, {}) or state.subjects[subject][version].deleted):
+            raise errors.version_not_found(version)
+        try:
+            if version in (None, -1) and not state.versions(subject):
+                state.parse_request(schema_request)  # nothing to be compatible with, but it must be a schema
+                return []
+            return state.compatibility_errors(subject, schema_request, version)
+        except errors.RegistryError as error:
+            if verbose and error.error_code == 42201:  # as Confluent: an invalid schema is one more message
+                return [error.message]
+            raise
     problems = await request.app[STORE_KEY].read(query)
     answer: dict = {"is_compatible": not problems}
-    if flag(request, "verbose"):
+    if verbose:
         answer["messages"] = problems
     return reply(answer)
 

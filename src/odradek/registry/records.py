@@ -97,10 +97,25 @@ def parse_references(items) -> tuple[Reference, ...]:
     return tuple(references)
 
 
+def checked_int(value, name: str) -> int:
+    """An int a record holds, in Java's int range as Confluent's records hold them; ValueError otherwise."""
+    if type(value) is not int or not -(2**31) <= value < 2**31:
+        raise ValueError(f"{name} is not a 32-bit integer: {value!r}")
+    return value
+
+
+def checked_text(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not a string: {value!r}")
+    return value
+
+
 def decode_schema_value(value: dict) -> SchemaRecord:
     known = {"subject", "version", "id", "schema", "schemaType", "references", "metadata", "ruleSet", "deleted"}
     return SchemaRecord(
-        subject=value["subject"], version=int(value["version"]), id=int(value["id"]), schema=value["schema"],
-        schema_type=value.get("schemaType") or "AVRO", references=parse_references(value.get("references")),
+        subject=checked_text(value["subject"], "subject"), version=checked_int(value["version"], "version"),
+        id=checked_int(value["id"], "id"), schema=checked_text(value["schema"], "schema"),
+        schema_type=checked_text(value.get("schemaType") or "AVRO", "schemaType"),
+        references=parse_references(value.get("references")),
         metadata=value.get("metadata"), rule_set=value.get("ruleSet"), deleted=bool(value.get("deleted")),
         extra={k: v for k, v in value.items() if k not in known})

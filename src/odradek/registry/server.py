@@ -2,8 +2,10 @@
 
 It is a client of the node's own client listener, like the console. Reads are answered here. A write is
 done here when this node leads `_schemas`' partition (the elected writer), and forwarded otherwise to that
-node's registry, whose URL is its schema.registry.listener setting (asked with DescribeConfigs). A forwarded
-write is answered once this node has read it too, so whoever wrote through this node reads it here next.
+node's registry, whose URL is its schema.registry.listener setting (asked with DescribeConfigs); when that
+node serves no registry, the write is done here (the writers' fencing keeps one writer at a time either way).
+A forwarded write is answered once this node has read it too, so whoever wrote through this node reads it
+here next.
 """
 
 from __future__ import annotations
@@ -85,12 +87,14 @@ class RegistryServer:
             if leader is None:
                 raise errors.unknown_leader(f"Leader not known: {self.store.topic} has no leader")
             if leader != self.node_id:
-                return await self._forward(request, leader)
+                base = await self._url_of(leader)
+                if base is not None:
+                    return await self._forward(request, leader, base)
+                # the leader serves no registry: write from here (the writers' fencing keeps that safe)
         write, offset = await self.store.write(plan)
         return api.write_reply(write, offset)
 
-    async def _forward(self, request: web.Request, leader: int) -> web.Response:
-        base = await self._url_of(leader)
+    async def _forward(self, request: web.Request, leader: int, base: str) -> web.Response:
         body = await request.read()
         headers = {FORWARDED_HEADER: str(self.node_id)}
         if "Content-Type" in request.headers:
@@ -106,12 +110,15 @@ class RegistryServer:
             raise errors.forwarding_failed(f"Error while forwarding the request to the leader (node {leader} at "
                                            f"{base}): {exc or type(exc).__name__}") from None
         if offset is not None and offset.isdigit() and int(offset) > 0:
-            await asyncio.get_running_loop().run_in_executor(
+            read = await asyncio.get_running_loop().run_in_executor(
                 None, self.store.wait_applied, int(offset) - 1, READ_BACK_TIMEOUT_S)
+            if not read:
+                raise errors.timeout(f"The leader, node {leader}, wrote the change, but this node did not read it "
+                                     f"in {READ_BACK_TIMEOUT_S:g}s")
         return web.Response(status=status, body=answer, content_type=api.CONTENT_TYPE,
                             headers={api.OFFSET_HEADER: offset} if offset else None)
 
-    async def _url_of(self, node_id: int) -> str:
+    async def _url_of(self, node_id: int) -> str | None:
         cached = self._urls.get(node_id)
         if cached is not None and time.monotonic() - cached[0] < URL_CACHE_S:
             return cached[1]
@@ -119,9 +126,9 @@ class RegistryServer:
         self._urls[node_id] = (time.monotonic(), url)
         return url
 
-    def _ask_url(self, node_id: int) -> str:
+    def _ask_url(self, node_id: int) -> str | None:
         """The registry URL of another node, from its schema.registry.listener setting (its host filled in
-        from the cluster's metadata when the setting binds every interface)."""
+        from the cluster's metadata when the setting binds every interface); None when it serves none."""
         admin = self.store.admin
         resource = ConfigResource(ResourceType.BROKER, str(node_id))
         try:
@@ -131,8 +138,7 @@ class RegistryServer:
             raise errors.forwarding_failed(f"Cannot find the leader's registry: {exc.args[0].str()}") from None
         entry = config.get("schema.registry.listener")
         if entry is None or not entry.value:
-            raise errors.forwarding_failed(f"The leader, node {node_id}, serves no schema registry "
-                                           "(its schema.registry.listener is empty)")
+            return None
         parts = urlsplit(entry.value)
         host = parts.hostname or ""
         if host in ("", "0.0.0.0", "::") and node_id in metadata.brokers:

@@ -8,6 +8,7 @@ read everything before it, so ids and versions are given by one place at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import OrderedDict
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 MAX_VERSION = 2**31 - 1
+MAX_ID = 2**31 - 1  # Confluent's framing holds an id in 4 bytes, and Java clients read it as an int
 PARSED_CACHE_SIZE = 1000
 
 
@@ -110,29 +112,37 @@ class RegistryState:
             if not isinstance(key_json, dict) or (value_json is not None and not isinstance(value_json, dict)):
                 raise ValueError("not a JSON object")
             self._apply(key_json, value_json)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("_schemas offset %d: skipping a record that cannot be read (%s)", offset, exc)
+        except Exception as exc:  # whatever a record holds, the registry goes on to the next one
+            log.warning("_schemas offset %d: skipping a record that cannot be read (%s: %s)", offset,
+                        type(exc).__name__, exc)
 
     def _apply(self, key: dict, value: dict | None) -> None:
         keytype = key.get("keytype")
         if keytype == rec.SCHEMA:
-            subject, version = key["subject"], int(key["version"])
+            subject, version = rec.checked_text(key["subject"], "subject"), rec.checked_int(key["version"], "version")
             if value is None:
                 self._remove(subject, version)
+                self._parsed.clear()  # a reference to this version may name another schema from now on
             else:
                 self._put(rec.decode_schema_value(value))
-        elif keytype == rec.CONFIG:
-            if value is None:
-                self.configs.pop(key.get("subject"), None)
+        elif keytype in (rec.CONFIG, rec.MODE):
+            subject = key.get("subject")
+            if subject is not None:
+                rec.checked_text(subject, "subject")
+            if keytype == rec.CONFIG and value is None:
+                self.configs.pop(subject, None)
+            elif keytype == rec.CONFIG:
+                if value.get("compatibilityLevel") not in (None, *compatibility.LEVELS):
+                    raise ValueError(f"unknown compatibilityLevel {value.get('compatibilityLevel')!r}")
+                self.configs[subject] = value
+            elif value is None:
+                self.modes.pop(subject, None)
+            elif value.get("mode") not in MODES:
+                raise ValueError(f"unknown mode {value.get('mode')!r}")
             else:
-                self.configs[key.get("subject")] = value
-        elif keytype == rec.MODE:
-            if value is None:
-                self.modes.pop(key.get("subject"), None)
-            else:
-                self.modes[key.get("subject")] = value["mode"]
+                self.modes[subject] = value["mode"]
         elif keytype == rec.DELETE_SUBJECT and value is not None:
-            until = int(value["version"])
+            until = rec.checked_int(value["version"], "version")
             for version, record in self.subjects.get(value["subject"], {}).items():
                 if version <= until:
                     record.deleted = True
@@ -141,7 +151,7 @@ class RegistryState:
                 if record.deleted:
                     self._remove(record.subject, version)
         elif keytype == rec.ID_WATERMARK and value is not None:
-            self.max_id = max(self.max_id, int(value["maxId"]))
+            self.max_id = max(self.max_id, rec.checked_int(value["maxId"], "maxId"))
         # NOOP and key types of newer registries (contexts, associations) change nothing here
 
     def _put(self, record: SchemaRecord) -> None:
@@ -325,6 +335,7 @@ class RegistryState:
         if (request.id is None or request.id < 0) and mode != "READWRITE":
             raise errors.not_permitted(f"Subject {subject} is not in read-write mode")
         normalize = normalize or self.normalize_default(subject)
+        request = self._with_versions(request)
         parsed, text = self._stored_form(request, normalize)
         if mode == "IMPORT":
             return self._plan_import(subject, request, text)
@@ -340,7 +351,26 @@ class RegistryState:
                               request.metadata, request.rule_set)
         return Write([(rec.schema_key(subject, version), record.value())], self._register_answer(record))
 
+    def _with_versions(self, request: RegisterRequest) -> RegisterRequest:
+        """The request with each reference to a subject's latest version (-1) made that version's number, as
+        Confluent stores them, so the reference keeps naming what it named when the schema was registered."""
+        if all(reference.version != -1 for reference in request.references):
+            return request
+        references = []
+        for reference in request.references:
+            if reference.version == -1:
+                try:
+                    reference = Reference(reference.name, reference.subject,
+                                          self.version(reference.subject, -1).version)
+                except errors.RegistryError:
+                    raise errors.invalid_schema(f"reference {reference.name!r} names subject {reference.subject!r}, "
+                                                "which has no version") from None
+            references.append(reference)
+        return dataclasses.replace(request, references=tuple(references))
+
     def _plan_import(self, subject: str, request: RegisterRequest, text: str) -> Write:
+        if not 1 <= request.id <= MAX_ID:
+            raise errors.unprocessable(f"id {request.id} is out of range: ids are from 1 to {MAX_ID}")
         holders = self.ids.get(request.id, {})
         for holder in holders.values():
             if holder.schema != text or holder.schema_type != request.schema_type:
@@ -448,16 +478,14 @@ class RegistryState:
             if not default_to_global:
                 raise errors.subject_compatibility_not_configured(subject)
             value = self.configs.get(None)
-        answer = {"compatibilityLevel": (value or {}).get("compatibilityLevel") or compatibility.DEFAULT_LEVEL}
+        answer = {"compatibilityLevel": (value or {}).get("compatibilityLevel") or self.compatibility_level(None)}
         if value and "normalize" in value:
             answer["normalize"] = value["normalize"]
         return answer
 
     def plan_delete_config(self, subject: str | None) -> Write:
         if subject is not None and subject not in self.configs:
-            if subject not in self.subjects:
-                raise errors.subject_not_found(subject)
-            raise errors.subject_compatibility_not_configured(subject)
+            raise errors.subject_not_found(subject)
         answer = self.config_json(subject, default_to_global=True)
         if subject is None and None not in self.configs:
             return Write([], answer)
@@ -475,7 +503,14 @@ class RegistryState:
             if holders:
                 raise errors.not_permitted("Cannot import since found existing subjects")
         value = {"mode": mode} if subject is None else {"subject": subject, "mode": mode}
-        return Write([(rec.subject_key(rec.MODE, subject), value)], {"mode": mode})
+        records: list[tuple[dict, dict | None]] = []
+        if mode == "IMPORT":  # as Confluent does: soft-deleted versions go, so imports can take their place
+            gone = [r for s in ([subject] if subject is not None else list(self.subjects))
+                    for r in self.versions(s, deleted=True) if r.deleted]
+            if gone:
+                records.append((rec.id_watermark_key(), {"maxId": self.max_id}))
+                records += [(rec.schema_key(r.subject, r.version), None) for r in gone]
+        return Write(records + [(rec.subject_key(rec.MODE, subject), value)], {"mode": mode})
 
     def mode_json(self, subject: str | None, default_to_global: bool = False) -> dict:
         if subject is not None and subject not in self.modes and not default_to_global:

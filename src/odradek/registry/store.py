@@ -28,6 +28,7 @@ from odradek.registry.state import RegistryState, Write
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 30.0
 METADATA_TIMEOUT_S = 10.0
 
 
@@ -46,6 +47,8 @@ class SchemaStore:
         self._stopping = threading.Event()
         self._reader = threading.Thread(target=self._read, name="schemas-reader", daemon=True)
         self.error: str | None = None  # why the reader cannot read, while it cannot
+        self.ready = threading.Event()  # set once the reader has reached the topic's end (or there is no topic)
+        self._written_until = -1  # the offset of this writer's last record, which planning waits to read
 
     def start(self) -> None:
         self._reader.start()
@@ -58,30 +61,42 @@ class SchemaStore:
     # reading
 
     def _read(self) -> None:
+        """Read `_schemas` for as long as the node runs; a failure is logged and reading starts again where
+        it stopped, so the state never silently stops following the topic."""
+        while not self._stopping.is_set():
+            try:
+                self._read_from(self.state.next_offset)
+            except Exception:
+                log.exception("reading %s failed; reading again from offset %d", self.topic, self.state.next_offset)
+                self.error = "reading the schemas topic failed; see the node's log"
+                self._stopping.wait(1.0)
+
+    def _read_from(self, offset: int) -> None:
+        while not self._stopping.is_set() and not self._topic_exists():
+            self.ready.set()  # nothing written yet: the empty state is the whole registry
+            self._stopping.wait(0.5)
         consumer = Consumer({**self.client_properties, "group.id": f"odradek-schema-registry-{uuid.uuid4()}",
                              "enable.auto.commit": False, "isolation.level": "read_committed",
                              "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 0,
-                             "enable.partition.eof": False})
+                             "enable.partition.eof": True})  # the end, as read_committed sees it: ready
         try:
-            while not self._stopping.is_set() and not self._topic_exists():
-                self._stopping.wait(0.5)
-            consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+            consumer.assign([TopicPartition(self.topic, 0, offset or OFFSET_BEGINNING)])
             while not self._stopping.is_set():
                 # consume() would wait for all 500 or the timeout: wait for one, then take what is there
                 first = consumer.poll(0.5)
                 messages = [first] + consumer.consume(num_messages=500, timeout=0) if first is not None else []
                 with self.lock:
                     for message in messages:
-                        if message.error():
-                            self.error = str(message.error())
-                            continue
-                        self.error = None
-                        self.state.apply(message.key(), message.value(), message.offset())
+                        error = message.error()
+                        if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                            self.ready.set()
+                        elif error is not None:
+                            self.error = error.str()
+                        else:
+                            self.error = None
+                            self.state.apply(message.key(), message.value(), message.offset())
                     if messages:
                         self._applied.notify_all()
-        except Exception:
-            log.exception("the schema registry's reader of %s stopped", self.topic)
-            self.error = "the reader of the schemas topic stopped; see the node's log"
         finally:
             consumer.close()
 
@@ -105,11 +120,18 @@ class SchemaStore:
         return True
 
     async def read(self, query: Callable[[RegistryState], object]):
-        """`query(state)` on a request thread (parsing a schema can take a while), with the state locked."""
+        """`query(state)` on a request thread (parsing a schema can take a while), with the state locked, once
+        the reader has read the whole topic: a registry that has just started does not answer from half of it."""
         def locked():
+            self._wait_ready()
             with self.lock:
                 return query(self.state)
         return await asyncio.get_running_loop().run_in_executor(self._executor, locked)
+
+    def _wait_ready(self) -> None:
+        if not self.ready.wait(READY_TIMEOUT_S):
+            raise errors.timeout(f"the registry is still reading {self.topic}" +
+                                 (f" ({self.error})" if self.error else ""))
 
     # the writer
 
@@ -146,14 +168,11 @@ class SchemaStore:
 
     def _write(self, plan: Callable[[RegistryState], Write]) -> tuple[Write, int]:
         for attempt in (1, 2):
-            write, next_offset = self._plan(plan)  # a refused write is refused before anything is appended
+            if self._producer is None:
+                self._become_writer()  # fences the writer before, and reads everything it wrote
+            write, next_offset = self._plan(plan)
             if not write.records:
                 return write, next_offset
-            if self._producer is None:
-                self._become_writer()
-                write, next_offset = self._plan(plan)  # again, from everything written before this writer
-                if not write.records:
-                    return write, next_offset
             try:
                 last = self._append(write.records)
             except KafkaException as exc:
@@ -168,6 +187,11 @@ class SchemaStore:
         raise AssertionError("unreachable")
 
     def _plan(self, plan: Callable[[RegistryState], Write]) -> tuple[Write, int]:
+        """Plan from a state that holds everything this writer wrote (its last write may have timed out
+        before it was read back): never from one that could give an id or a version twice."""
+        self._wait_ready()
+        if not self.wait_applied(self._written_until, WRITE_TIMEOUT_S):
+            raise errors.timeout(f"{self.topic} was not read up to this writer's last write in time")
         with self.lock:
             return plan(self.state), self.state.next_offset
 
@@ -211,7 +235,8 @@ class SchemaStore:
             raise
         if failures or len(offsets) != len(records):
             raise KafkaException(failures[0] if failures else KafkaError(KafkaError._FAIL))
-        return max(offsets)
+        self._written_until = max(offsets)
+        return self._written_until
 
     def _drop_writer(self) -> None:
         producer, self._producer = self._producer, None
