@@ -1,6 +1,7 @@
 """Renders docs/configuration.md from the configuration definitions, so the reference cannot drift."""
 
 from odradek.config import BROKER_CONFIGS, LONG_MAX
+from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig, topic_config_doc, topic_config_type
 
 
 def _show(value) -> str:
@@ -43,6 +44,18 @@ def render() -> str:
     ]
     for c in sorted((c for c in BROKER_CONFIGS if c.topic_name), key=lambda c: c.topic_name):
         lines.append(f"| `{c.topic_name}` | `{c.name}` | {c.doc} |")
+    defaults = LogConfig().to_properties()
+    lines += [
+        "",
+        "These topic settings have no node setting; a topic without an override has the default named here:",
+        "",
+        "| topic setting | type | default | description |",
+        "| --- | --- | --- | --- |",
+    ]
+    with_node_default = {c.topic_name for c in BROKER_CONFIGS if c.topic_name}
+    for name in sorted(TOPIC_CONFIG_NAMES - with_node_default):
+        default = f"`{defaults[name]}`" if defaults[name] else "(none)"
+        lines.append(f"| `{name}` | {topic_config_type(name)} | {default} | {topic_config_doc(name)} |")
     return "\n".join(lines) + "\n"
 
 

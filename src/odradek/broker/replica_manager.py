@@ -26,6 +26,7 @@ from odradek.controller.metadata_image import PartitionImage
 from odradek.metrics.broker_topic import BrokerTopicStats
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
+from odradek.registry import validation as schema_validation
 from odradek.replication.throttle import ReplicationQuota, is_throttled
 from odradek.storage.log import PartitionLog
 
@@ -204,6 +205,9 @@ class ReplicaManager:
                 raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
                                  f"{partition.log.config.min_insync_replicas}")
+            config = partition.log.config
+            if config.confluent_key_schema_validation or config.confluent_value_schema_validation:
+                schema_validation.check_produce(self.node, topic, records, config, from_coordinator)
             return partition.log.append_as_leader(records, now_ms=now_ms(), leader_epoch=partition.leader_epoch,
                                                   from_coordinator=from_coordinator, verification=verification)
 

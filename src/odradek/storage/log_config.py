@@ -25,22 +25,38 @@ class _Def:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    doc: str = ""  # for the settings no node setting defaults (the others' docs are their node setting's)
 
 
-# Kafka's TopicConfig names; the attribute of LogConfig is the name with '.' replaced by '_'.
+_THROTTLED_REPLICAS = ("Replicas of this topic (partition:broker pairs, or * for all) whose replication is "
+                       "throttled: {}")
+_NOT_TIERED = "Accepted and described as Kafka does; Odradek has no tiered storage, so nothing is tiered."
+_SCHEMA_VALIDATION = ("Produce requests to this topic are refused (INVALID_RECORD, naming each record) when a "
+                      "record's {0} is not in Confluent's wire format with the id of a live version of the subject "
+                      "`<topic>-{0}` in the schema registry of the partition leader's node (which needs "
+                      "schema.registry.listener); a null {0} passes. While that registry is still reading its topic, or for "
+                      "5 s after an id newer than any it has read first shows up, the error is REQUEST_TIMED_OUT, "
+                      "which producers retry. Confluent Server's setting.")
+
+# Kafka's TopicConfig names, and Confluent Server's schema validation settings; the attribute of LogConfig is
+# the name with '.' replaced by '_'.
 _DEFS: tuple[_Def, ...] = (
     _Def("cleanup.policy", "list", choices=CLEANUP_POLICIES),
     _Def("compression.gzip.level", "int", -1, 9),  # 1..9 or -1 (Deflater's default), checked below
     _Def("compression.lz4.level", "int", 1, 17),
     _Def("compression.type", "string", choices=COMPRESSION_TYPES),
     _Def("compression.zstd.level", "int", -131072, 22),
+    _Def("confluent.key.schema.validation", "boolean", doc=_SCHEMA_VALIDATION.format("key")),
+    _Def("confluent.value.schema.validation", "boolean", doc=_SCHEMA_VALIDATION.format("value")),
     _Def("delete.retention.ms", "long", 0),
     _Def("file.delete.delay.ms", "long", 0),
     _Def("flush.messages", "long", 1),
     _Def("flush.ms", "long", 0),
-    _Def("follower.replication.throttled.replicas", "list"),
+    _Def("follower.replication.throttled.replicas", "list", doc=_THROTTLED_REPLICAS.format(
+        "a node fetches them as a follower within its follower.replication.throttled.rate.")),
     _Def("index.interval.bytes", "int", 0),
-    _Def("leader.replication.throttled.replicas", "list"),
+    _Def("leader.replication.throttled.replicas", "list", doc=_THROTTLED_REPLICAS.format(
+        "a leader sends to them within its leader.replication.throttled.rate.")),
     _Def("local.retention.bytes", "long", -2),
     _Def("local.retention.ms", "long", -2),
     _Def("max.compaction.lag.ms", "long", 1),
@@ -52,9 +68,9 @@ _DEFS: tuple[_Def, ...] = (
     _Def("min.compaction.lag.ms", "long", 0),
     _Def("min.insync.replicas", "int", 1),
     _Def("preallocate", "boolean"),
-    _Def("remote.log.copy.disable", "boolean"),
-    _Def("remote.log.delete.on.disable", "boolean"),
-    _Def("remote.storage.enable", "boolean"),
+    _Def("remote.log.copy.disable", "boolean", doc=_NOT_TIERED),
+    _Def("remote.log.delete.on.disable", "boolean", doc=_NOT_TIERED),
+    _Def("remote.storage.enable", "boolean", doc=_NOT_TIERED),
     _Def("retention.bytes", "long"),
     _Def("retention.ms", "long", -1),
     _Def("segment.bytes", "int", 14),  # a v0 record's overhead: Kafka 4.0's floor (4.1 raises it to 1 MiB)
@@ -73,6 +89,13 @@ def topic_config_type(name: str) -> str | None:
     definition = _DEF_BY_NAME.get(name)
     return definition.type if definition else None
 
+
+def topic_config_doc(name: str) -> str:
+    """What a topic setting does, for those no node setting defaults ("" for the others and unknown names)."""
+    definition = _DEF_BY_NAME.get(name)
+    return definition.doc if definition else ""
+
+
 @dataclass
 class LogConfig:
     """Settings of one topic's partition logs. Attribute names are Kafka's config names in snake_case."""
@@ -82,6 +105,8 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_type: str = "producer"
     compression_zstd_level: int = 3
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
     delete_retention_ms: int = 86400000
     file_delete_delay_ms: int = 60000
     flush_messages: int = LONG_MAX
