@@ -14,15 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from odradek.cli import main as cli
 from odradek.cli import schemas
 from tests.conftest import NodeProcess, free_port
+from tests.registry.conftest import RegistryHttp, registry_settings, wait_until_serving
 
 # ---------------------------------------------------------------------------------------------------
 # Units
@@ -134,40 +132,13 @@ def test_schemas_print_indented_when_json_and_as_they_are_otherwise():
 # End to end
 
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-
-
-def http(url: str, method: str = "GET", body=None) -> tuple[int, object]:
-    """The registry's answer to one request, bypassing the CLI."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", CONTENT_TYPE)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
 @pytest.fixture(scope="module")
 def registry_node(tmp_path_factory):
     """One node serving a schema registry for the module; each test uses its own subjects."""
-    url = f"http://127.0.0.1:{free_port()}"
-    node = NodeProcess(tmp_path_factory.mktemp("schemas-cli") / "data",
-                       settings={"schema.registry.listener": url}).start()
-    node.registry_url = url
-    deadline = time.monotonic() + 60
+    node = NodeProcess(tmp_path_factory.mktemp("schemas-cli") / "data", settings=registry_settings()).start()
+    node.registry_url = node.settings["schema.registry.listener"]
     try:
-        while True:
-            try:
-                if http(url + "/subjects")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the registry at {url} did not answer:\n{node.log_text()}")
-            time.sleep(0.1)
+        wait_until_serving(node.registry_url, log_text=node.log_text)
         yield node
     finally:
         node.stop()
@@ -242,11 +213,11 @@ def test_register_from_a_file_and_stdin_then_list_and_get(registry_node, tmp_pat
     assert out.splitlines()[0] == f"subject: {subject}  version: 1  id: {id1}  type: AVRO"
     assert json.loads(out.split("\n", 1)[1]) == AVRO_V1
     # json output is the registry's answer
-    status, expected = http(f"{registry_node.registry_url}/subjects/{subject}/versions/latest")
+    status, expected = RegistryHttp(registry_node.registry_url).get(f"/subjects/{subject}/versions/latest")
     assert status == 200
     assert odradek_json(registry_node, "get", subject) == expected
     assert odradek_json(registry_node, "get", subject, "--version", "latest") == expected
-    status, expected = http(f"{registry_node.registry_url}/schemas/ids/{id1}")
+    status, expected = RegistryHttp(registry_node.registry_url).get(f"/schemas/ids/{id1}")
     assert odradek_json(registry_node, "get", "--id", str(id1)) == expected
     out = odradek(registry_node, "get", "--id", str(id1)).stdout
     assert out.splitlines()[0] == f"id: {id1}  type: AVRO  subjects: {subject} (version 1)"

@@ -17,6 +17,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 
 from tests.conftest import free_port
+from tests.registry.conftest import RegistryHttp
 
 # The users of the SASL node (tests/console/conftest.py: secured_node); PLAIN, from its JAAS config.
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
@@ -135,39 +136,8 @@ def consume_one_and_commit(bootstrap: str, topic: str, group: str, timeout_s: fl
 # ---------------------------------------------------------------------------------------------------
 # A node's schema registry (schema.registry.listener), over plain HTTP
 
-REGISTRY_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-
-
-def registry_call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
-    """(status, JSON answer) of one request to a schema registry's REST API."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", REGISTRY_CONTENT_TYPE)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-def wait_for_registry(base: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if registry_call(base, "GET", "/subjects")[0] == 200:
-                return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the schema registry at {base} did not answer within {timeout_s}s")
-        time.sleep(0.1)
-
-
 def register_schema(base: str, subject: str, schema: object, schema_type: str = "AVRO") -> int:
     """Register `schema` (JSON-encoded unless a string) under `subject`; its id."""
     text = schema if isinstance(schema, str) else json.dumps(schema)
     body = {"schema": text} if schema_type == "AVRO" else {"schema": text, "schemaType": schema_type}
-    status, answer = registry_call(base, "POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)
-    assert status == 200, (subject, status, answer)
-    return answer["id"]
+    return RegistryHttp(base).ok("POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)["id"]

@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import free_port
-from tests.console.harness import ADMIN, ADMIN_PASSWORD, ConsoleProcess, register_schema, wait_for_registry
+from tests.console.harness import ADMIN, ADMIN_PASSWORD, ConsoleProcess, register_schema
+from tests.registry.conftest import wait_until_serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -340,7 +341,7 @@ def test_the_console_a_node_serves_in_the_browser(node_factory, artifacts):
         walk.shot("messages-live-tail")
 
         # The node's schema registry: a subject of two versions, its schema and the diff.
-        wait_for_registry(registry_url)
+        wait_until_serving(registry_url)
         fields = [{"name": "i", "type": "int"}]
         register_schema(registry_url, "served-value", {"type": "record", "name": "Served", "fields": fields})
         register_schema(registry_url, "served-value", {"type": "record", "name": "Served", "fields": [

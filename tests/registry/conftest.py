@@ -53,7 +53,8 @@ def registry_settings(port: int | None = None) -> dict[str, str]:
     return {"schema.registry.listener": f"http://127.0.0.1:{port or free_port()}"}
 
 
-def wait_until_serving(url: str, timeout_s: float = 60.0) -> RegistryHttp:
+def wait_until_serving(url: str, timeout_s: float = 60.0, log_text=None) -> RegistryHttp:
+    """The registry at `url` once it answers; else an AssertionError, with `log_text()` (the node's log) if given."""
     registry = RegistryHttp(url)
     deadline = time.monotonic() + timeout_s
     while True:
@@ -63,7 +64,8 @@ def wait_until_serving(url: str, timeout_s: float = 60.0) -> RegistryHttp:
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise AssertionError(f"the registry at {url} did not answer")
+            log = f":\n{log_text()}" if log_text else ""
+            raise AssertionError(f"the registry at {url} did not answer{log}")
         time.sleep(0.1)
 
 

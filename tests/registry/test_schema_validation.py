@@ -7,8 +7,6 @@ import json
 import struct
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from types import SimpleNamespace
 
@@ -30,9 +28,9 @@ from odradek.registry import validation
 from odradek.registry.records import SchemaRecord, encode, schema_key
 from odradek.registry.state import RegistryState
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
-from tests.conftest import NodeProcess, free_port
+from tests.conftest import NodeProcess
+from tests.registry.conftest import RegistryHttp, registry_settings, wait_until_serving
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 PAYMENT = {"type": "record", "name": "Payment", "namespace": "shop",
            "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "double"}]}
 
@@ -193,40 +191,17 @@ def test_the_settings_are_topic_configs_off_by_default():
 
 # a node with a registry, and real clients
 
-def http(method: str, url: str, body=None) -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", CONTENT_TYPE)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
 @pytest.fixture(scope="module")
 def validating_node(tmp_path_factory):
-    url = f"http://127.0.0.1:{free_port()}"
-    node = NodeProcess(tmp_path_factory.mktemp("validation") / "data",
-                       settings={"schema.registry.listener": url}).start()
-    node.registry_url = url
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if http("GET", url + "/subjects")[0] == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the registry at {url} did not answer:\n{node.log_text()}"
-        time.sleep(0.1)
+    node = NodeProcess(tmp_path_factory.mktemp("validation") / "data", settings=registry_settings()).start()
+    node.registry_url = node.settings["schema.registry.listener"]
+    wait_until_serving(node.registry_url, log_text=node.log_text)
     yield node
     node.stop()
 
 
 def register(node, subject: str, schema: dict) -> int:
-    status, answer = http("POST", f"{node.registry_url}/subjects/{subject}/versions", {"schema": json.dumps(schema)})
-    assert status == 200, (status, answer)
+    answer = RegistryHttp(node.registry_url).ok("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(schema)})
     return answer["id"]
 
 

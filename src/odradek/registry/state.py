@@ -59,17 +59,10 @@ def version_json(record: SchemaRecord) -> dict:
 
 
 def schema_fields(record: SchemaRecord) -> dict:
-    answer: dict = {}
-    if record.schema_type != "AVRO":
-        answer["schemaType"] = record.schema_type
-    if record.references:
-        answer["references"] = [reference.to_json() for reference in record.references]
-    if record.metadata is not None:
-        answer["metadata"] = record.metadata
-    if record.rule_set is not None:
-        answer["ruleSet"] = record.rule_set
-    answer["schema"] = record.schema
-    return answer
+    """What the REST API shows of a schema: its record's value (records.py) less subject, version, id, deleted
+    and the fields of newer registries."""
+    value = record.value()
+    return {name: value[name] for name in ("schemaType", "references", "metadata", "ruleSet", "schema") if name in value}
 
 
 def parse_version(text: str) -> int:
