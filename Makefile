@@ -28,14 +28,17 @@ $(SPARK40_VENV)/.installed:
 	$(SPARK40_VENV)/bin/python -m pip install -q 'pyspark==4.0.*'
 	touch $@
 
-# Debian packages the tests need: kcat (the librdkafka command-line client), a Java 17+ runtime for Spark, and
-# chromium with its WebDriver for the console's browser tests.
+# Debian packages the tests need: kcat (the librdkafka command-line client), a Java 17+ runtime for Spark,
+# chromium with its WebDriver for the console's browser tests, and Node.js with npm for the schema registry's
+# JavaScript clients.
 system-deps:
 	@MISSING=""; \
 	command -v kcat >/dev/null 2>&1 || MISSING="$$MISSING kcat"; \
 	command -v java >/dev/null 2>&1 || MISSING="$$MISSING openjdk-17-jre-headless"; \
 	command -v chromium >/dev/null 2>&1 || MISSING="$$MISSING chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || MISSING="$$MISSING chromium-driver"; \
+	command -v node >/dev/null 2>&1 || MISSING="$$MISSING nodejs"; \
+	command -v npm >/dev/null 2>&1 || MISSING="$$MISSING npm"; \
 	[ -z "$$MISSING" ] || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$MISSING >/dev/null; }
@@ -53,7 +56,12 @@ run: $(VENV)/.installed
 	  --set metrics.listener=http://127.0.0.1:$(METRICS_PORT) \
 	  --set schema.registry.listener=http://127.0.0.1:$(REGISTRY_PORT)
 
-test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps
+# The JavaScript clients of tests/registry/test_javascript_client.py (node and npm from Debian's nodejs, npm).
+tests/registry/js/node_modules/.package-lock.json: tests/registry/js/package-lock.json
+	npm ci --prefix tests/registry/js --no-audit --no-fund --ignore-scripts
+	touch $@
+
+test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps tests/registry/js/node_modules/.package-lock.json
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
@@ -74,6 +82,7 @@ bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/spark_read.py
 	$(BIN)/python benchmarks/console.py
+	$(BIN)/python benchmarks/schema_registry.py
 	$(BIN)/python benchmarks/profile.py
 	$(BIN)/python benchmarks/profile.py --small-requests 5000
 

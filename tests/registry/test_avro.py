@@ -460,11 +460,18 @@ CANONICAL = {
         '{"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "int"}}]}',
         '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}',
     ),
-    "attribute order and extra attributes kept": (
+    "attributes in Java's order, extra attributes kept": (
         '{"name": "R", "doc": "a record", "type": "record", "x-owner": {"team": "core"},'
         ' "fields": [{"type": "int", "name": "a", "aliases": ["b"], "default": 0, "order": "descending"}]}',
-        '{"name":"R","doc":"a record","type":"record","x-owner":{"team":"core"},'
-        '"fields":[{"type":"int","name":"a","aliases":["b"],"default":0,"order":"descending"}]}',
+        '{"type":"record","name":"R","doc":"a record",'
+        '"fields":[{"name":"a","type":"int","default":0,"order":"descending","aliases":["b"]}],'
+        '"x-owner":{"team":"core"}}',
+    ),
+    "an enum's and a fixed's attributes in Java's order": (
+        '{"type": "record", "name": "E", "fields": [{"type": {"symbols": ["A", "B"], "name": "S", "type": "enum",'
+        ' "default": "A"}, "name": "s"}, {"name": "f", "type": {"size": 4, "type": "fixed", "name": "F"}}]}',
+        '{"type":"record","name":"E","fields":[{"name":"s","type":{"type":"enum","name":"S","symbols":["A","B"],'
+        '"default":"A"}},{"name":"f","type":{"type":"fixed","name":"F","size":4}}]}',
     ),
     "logical type kept": (
         '{"type": "long", "logicalType": "timestamp-millis"}',
@@ -479,9 +486,9 @@ CANONICAL = {
         '{"type": "record", "name": "R", "x-shape": {"type": "int"}, "fields": [{"name": "p",'
         ' "type": {"type": "record", "name": "P", "fields": [{"name": "type", "type": "string"}]},'
         ' "default": {"type": "int"}}]}',
-        '{"type":"record","name":"R","x-shape":{"type":"int"},"fields":[{"name":"p",'
+        '{"type":"record","name":"R","fields":[{"name":"p",'
         '"type":{"type":"record","name":"P","fields":[{"name":"type","type":"string"}]},'
-        '"default":{"type":"int"}}]}',
+        '"default":{"type":"int"}}],"x-shape":{"type":"int"}}',
     ),
     "non-ASCII kept as is": (
         '{"type": "enum", "name": "E", "doc": "café", "symbols": ["A"]}',
@@ -589,11 +596,11 @@ def test_normalized_form():
         )
     )
     assert parse(text, {}).normalized() == (
-        '{"name":"com.acme.R","type":"record","fields":['
+        '{"type":"record","name":"com.acme.R","doc":"root","fields":['
         '{"name":"next","type":["null","com.acme.R"],"default":null},'
-        '{"name":"when","type":{"type":"long","logicalType":"timestamp-millis"},"order":"descending","doc":"time"},'
-        '{"name":"e","type":{"name":"com.acme.E","type":"enum","symbols":["B","A"],"aliases":["com.acme.Old"],'
-        '"default":"A"}}],"doc":"root"}'
+        '{"name":"when","type":{"type":"long","logicalType":"timestamp-millis"},"doc":"time","order":"descending"},'
+        '{"name":"e","type":{"type":"enum","name":"com.acme.E","symbols":["B","A"],"default":"A",'
+        '"aliases":["com.acme.Old"]}}]}'
     )
 
 

@@ -460,30 +460,54 @@ def _parse_references(references: Mapping[str, str]) -> dict[str, _Named]:
     return known
 
 
+# The attribute order of Java Avro's Schema.toString, which Confluent stores: the given order does not
+# change the stored text (so the same schema gets one id, whatever order its keys came in). Custom properties
+# keep their given order, between these and the aliases, as Java writes them.
+_JAVA_ORDER = {
+    "record": ("type", "name", "namespace", "doc", "fields"),
+    "enum": ("type", "name", "namespace", "doc", "symbols", "default"),
+    "fixed": ("type", "name", "namespace", "doc", "size"),
+    "array": ("type", "items"),
+    "map": ("type", "values"),
+}
+_JAVA_FIELD_ORDER = ("name", "type", "doc", "default", "order")
+
+
+def _java_ordered(node: dict, first: tuple[str, ...]) -> dict:
+    ordered = {key: node[key] for key in first if key in node}
+    ordered.update((key, value) for key, value in node.items() if key not in ordered and key != "aliases")
+    if "aliases" in node:
+        ordered["aliases"] = node["aliases"]
+    return ordered
+
+
 def _canonical_json(node: Any) -> Any:
-    """The schema as given, with {"type": name} alone written as the name (as Java Avro writes it)."""
+    """The schema as Java Avro writes it: its attributes in Java's order, {"type": name} alone as the name."""
     if isinstance(node, list):
         return [_canonical_json(branch) for branch in node]
     if not isinstance(node, dict):
         return node
     kind = node["type"]
     if len(node) == 1:
-        return kind
-    canonical = dict(node)
+        return _canonical_json(kind)
+    canonical = _java_ordered(node, _JAVA_ORDER.get("record" if kind == "error" else kind, ("type",)))
+    if isinstance(kind, dict | list):
+        canonical["type"] = _canonical_json(kind)
     if kind == "array":
         canonical["items"] = _canonical_json(node["items"])
     elif kind == "map":
         canonical["values"] = _canonical_json(node["values"])
     elif kind in ("record", "error"):
         canonical["fields"] = [
-            {**field_node, "type": _canonical_json(field_node["type"])} for field_node in node["fields"]
+            {**_java_ordered(field_node, _JAVA_FIELD_ORDER), "type": _canonical_json(field_node["type"])}
+            for field_node in node["fields"]
         ]
     return canonical
 
 
 def _normal_form(schema: _Schema, written: set[str]) -> Any:
-    """Parsing Canonical Form's shape (full names, fixed attribute order, each named type defined where first
-    used), keeping what Confluent's normalization keeps: docs, aliases, defaults, orders and properties."""
+    """Parsing Canonical Form's shape (full names, each named type defined where first used), keeping what
+    Confluent's normalization keeps: docs, aliases, defaults, orders and properties (sorted)."""
     if isinstance(schema, _Primitive):
         props = _normal_props(schema.props)
         return {"type": schema.kind, **props} if props else schema.kind
@@ -566,7 +590,8 @@ def _normal_default(schema: _Schema, value: Any) -> Any:
 
 
 def _normalized_text(schema: _Schema, written: set[str]) -> str:
-    return json.dumps(_normal_form(schema, written), separators=(",", ":"), ensure_ascii=False)
+    """The normal form with its attributes in Java's order, as canonical() writes them."""
+    return json.dumps(_canonical_json(_normal_form(schema, written)), separators=(",", ":"), ensure_ascii=False)
 
 
 class _Issue(NamedTuple):
