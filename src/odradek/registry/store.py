@@ -57,6 +57,7 @@ class SchemaStore:
         self._stopping.set()
         self._reader.join(timeout=10)
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._drop_writer()
 
     # reading
 
