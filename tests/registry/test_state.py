@@ -162,14 +162,22 @@ def test_read_only_mode_refuses_writes():
     assert register(state, topic, "other", USER_V1)["id"] == 1
 
 
-def test_a_referenced_version_cannot_be_deleted():
+ADDRESS = json.dumps({"type": "record", "name": "Address", "namespace": "acme",
+                      "fields": [{"name": "city", "type": "string"}]})
+PERSON = json.dumps({"type": "record", "name": "Person", "namespace": "acme",
+                     "fields": [{"name": "home", "type": "acme.Address"}]})
+
+
+def person_referencing_address(version: int) -> tuple[RegistryState, dict]:
+    """Subject "address" holds Address; "person" holds Person, which references it at `version`."""
     state, topic = RegistryState(), Topic()
-    address = json.dumps({"type": "record", "name": "Address", "namespace": "acme",
-                          "fields": [{"name": "city", "type": "string"}]})
-    register(state, topic, "address", address)
-    person = json.dumps({"type": "record", "name": "Person", "namespace": "acme",
-                         "fields": [{"name": "home", "type": "acme.Address"}]})
-    answer = register(state, topic, "person", person, references=(rec.Reference("acme.Address", "address", 1),))
+    register(state, topic, "address", ADDRESS)
+    return state, register(state, topic, "person", PERSON,
+                           references=(rec.Reference("acme.Address", "address", version),))
+
+
+def test_a_referenced_version_cannot_be_deleted():
+    state, answer = person_referencing_address(1)
     assert state.referenced_by("address", 1) == [answer["id"]]
     with pytest.raises(RegistryError) as refused:
         state.plan_delete_version("address", 1, permanent=False)
@@ -239,13 +247,7 @@ def test_import_mode_removes_soft_deleted_versions_so_imports_can_take_their_pla
 
 
 def test_a_reference_to_the_latest_version_is_stored_with_its_number():
-    state, topic = RegistryState(), Topic()
-    address = json.dumps({"type": "record", "name": "Address", "namespace": "acme",
-                          "fields": [{"name": "city", "type": "string"}]})
-    register(state, topic, "address", address)
-    person = json.dumps({"type": "record", "name": "Person", "namespace": "acme",
-                         "fields": [{"name": "home", "type": "acme.Address"}]})
-    answer = register(state, topic, "person", person, references=(rec.Reference("acme.Address", "address", -1),))
+    state, answer = person_referencing_address(-1)
     assert state.version("person", 1).references == (rec.Reference("acme.Address", "address", 1),)
     assert state.referenced_by("address", 1) == [answer["id"]]
 

@@ -484,14 +484,7 @@ def config(args: argparse.Namespace) -> int:
         else:
             text = f"Deleted the global compatibility level (it was {was}); the registry's default applies."
     else:
-        inherited = False
-        try:
-            answer = registry.get(path)
-        except CliError as error:
-            if args.subject is None or registry_error_code(error) != 40408:
-                raise
-            answer = registry.get(path, defaultToGlobal=True)
-            inherited = True
+        answer, inherited = _own_or_global(registry, path, args.subject, not_configured=40408)
         level = answer.get("compatibilityLevel") or answer.get("compatibility")
         text = f"Compatibility level of {scope}: {level}" + (" (the global level)" if inherited else "")
         if "normalize" in answer:
@@ -501,6 +494,17 @@ def config(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def _own_or_global(registry, path: str, subject: str | None, not_configured: int) -> tuple[dict, bool]:
+    """A subject's own config or mode, else the global one (the registry answers `not_configured` when the
+    subject has none of its own); (the answer, whether it is the global one)."""
+    try:
+        return registry.get(path), False
+    except CliError as error:
+        if subject is None or registry_error_code(error) != not_configured:
+            raise
+        return registry.get(path, defaultToGlobal=True), True
 
 
 def mode(args: argparse.Namespace) -> int:
@@ -518,14 +522,7 @@ def mode(args: argparse.Namespace) -> int:
         answer = registry.delete(path)
         text = f"Deleted the mode of {scope} (it was {answer.get('mode')}); it follows the global mode."
     else:
-        inherited = False
-        try:
-            answer = registry.get(path)
-        except CliError as error:
-            if args.subject is None or registry_error_code(error) != 40409:
-                raise
-            answer = registry.get(path, defaultToGlobal=True)
-            inherited = True
+        answer, inherited = _own_or_global(registry, path, args.subject, not_configured=40409)
         text = f"Mode of {scope}: {answer.get('mode')}" + (" (the global mode)" if inherited else "")
     if args.output == "json":
         print_json(answer)

@@ -83,10 +83,16 @@ def check_subject(subject: str) -> None:
         raise errors.invalid_subject(subject)
 
 
+def _schema_key(record: SchemaRecord) -> tuple:
+    return record.schema_type, record.schema, record.references
+
+
 class RegistryState:
     def __init__(self) -> None:
         self.subjects: dict[str, dict[int, SchemaRecord]] = {}  # subject -> version -> record
         self.ids: dict[int, dict[tuple[str, int], SchemaRecord]] = {}  # id -> the versions that carry it
+        # (schemaType, schema, references) -> {id: versions holding it}: one schema, one id, found at once
+        self._ids_of_schema: dict[tuple, dict[int, int]] = {}
         self.max_id = 0  # the highest id ever seen, tombstoned ones included
         self.configs: dict[str | None, dict] = {}  # subject (None: global) -> CONFIG value
         self.modes: dict[str | None, str] = {}
@@ -151,6 +157,8 @@ class RegistryState:
         self._remove(record.subject, record.version)
         self.subjects.setdefault(record.subject, {})[record.version] = record
         self.ids.setdefault(record.id, {})[(record.subject, record.version)] = record
+        held = self._ids_of_schema.setdefault(_schema_key(record), {})
+        held[record.id] = held.get(record.id, 0) + 1
         self.max_id = max(self.max_id, record.id)
 
     def _remove(self, subject: str, version: int) -> None:
@@ -163,6 +171,12 @@ class RegistryState:
             holders.pop((subject, version), None)
             if not holders:
                 self.ids.pop(old.id, None)
+            held = self._ids_of_schema[_schema_key(old)]
+            held[old.id] -= 1
+            if not held[old.id]:
+                del held[old.id]
+                if not held:
+                    del self._ids_of_schema[_schema_key(old)]
 
     # queries
 
@@ -382,11 +396,7 @@ class RegistryState:
 
     def _existing_id(self, schema_type: str, text: str, references) -> int | None:
         """The id this schema already has under some subject: one schema, one id."""
-        for schema_id, holders in self.ids.items():
-            for record in holders.values():
-                if record.schema == text and record.schema_type == schema_type and record.references == references:
-                    return schema_id
-        return None
+        return next(iter(self._ids_of_schema.get((schema_type, text, references), ())), None)
 
     @staticmethod
     def _register_answer(record: SchemaRecord) -> dict:
