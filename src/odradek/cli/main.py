@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("quotas").add_quotas_parser(commands, client, output)
     _module("schemas").add_schemas_parser(commands, output)
     _module("console").add_console_parser(commands, client)
+    _module("sql").add_sql_parser(commands, client)
     return parser
 
 

@@ -2,7 +2,7 @@
 
 Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (string or binary), `headers`
 (array<struct<key: string, value: binary>>), `topic` (string; the `topic` option overrides it) and
-`partition` (int). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
+`partition` (int), and, beyond Spark's sink, `timestamp` (the record's timestamp). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
 task flushes before it returns and fails on any delivery error.
 
 With `valueSchemaRegistry.url` (or `keySchemaRegistry.url`) the column is encoded as Avro in Confluent's
@@ -20,6 +20,7 @@ Streaming writes are exactly-once through Kafka transactions (see docs/spark.md,
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -66,6 +67,7 @@ class OutRecord:
     key: bytes | None = None
     partition: int | None = None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_ms: int | None = None
 
 
 def _option(options: dict, name: str) -> str | None:
@@ -81,6 +83,15 @@ def _as_bytes(value) -> bytes | None:
     if isinstance(value, str):
         return value.encode("utf-8")
     return bytes(value)
+
+
+def _epoch_ms(value) -> int | None:
+    """The record timestamp of an optional `timestamp` column (a Spark timestamp, or epoch ms)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):  # naive in the local time zone, as Spark hands rows to Python
+        return round(value.timestamp() * 1000)
+    return int(value)
 
 
 def check_schema(schema: StructType, options: dict) -> None:
@@ -127,7 +138,8 @@ def to_records(rows: Iterable, options: dict, encoders: SinkEncoders | None = No
             key = encoders.key.encode(key) if encoders.key else key
             value = encoders.value.encode(value) if encoders.value else value
         yield OutRecord(topic=topic, value=_as_bytes(value), key=_as_bytes(key),
-                        partition=None if partition is None else int(partition), headers=headers)
+                        partition=None if partition is None else int(partition), headers=headers,
+                        timestamp_ms=_epoch_ms(d.get("timestamp")))
 
 
 def producer_config(options: dict) -> dict:
@@ -155,6 +167,8 @@ def produce_all(producer, records: Iterable[OutRecord]) -> int:
             kwargs["partition"] = r.partition
         if r.headers:
             kwargs["headers"] = r.headers
+        if r.timestamp_ms is not None:
+            kwargs["timestamp"] = r.timestamp_ms
         while True:
             try:
                 producer.produce(r.topic, **kwargs)

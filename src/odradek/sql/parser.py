@@ -17,7 +17,7 @@ from lark.lexer import PatternStr
 
 from odradek.sql import ast
 
-__all__ = ["SqlSyntaxError", "parse"]
+__all__ = ["SqlSyntaxError", "parse", "parse_with_text", "position"]
 
 GRAMMAR = r"""
 start: statement? (";" statement?)*
@@ -282,19 +282,19 @@ class _ToAst(Transformer):
 
     def column_ref(self, name):
         if name in ast.PSEUDO_COLUMNS:
-            return ast.PseudoColumn(str(name))
-        return ast.ColumnRef(str(name))
+            return ast.PseudoColumn(name)
+        return ast.ColumnRef(name)
 
     def qualified_column_ref(self, qualifier, name):
         if name in ast.PSEUDO_COLUMNS:
-            return ast.PseudoColumn(str(name), str(qualifier))
-        return ast.ColumnRef(str(name), str(qualifier))
+            return ast.PseudoColumn(name, qualifier)
+        return ast.ColumnRef(name, qualifier)
 
     def function_call(self, name, args=()):
-        return ast.FunctionCall(str(name), args)
+        return ast.FunctionCall(name, args)
 
     def function_call_star(self, name):
-        return ast.FunctionCall(str(name), (), star=True)
+        return ast.FunctionCall(name, (), star=True)
 
     def when_clause(self, condition, result):
         return ast.WhenClause(condition, result)
@@ -373,7 +373,7 @@ class _ToAst(Transformer):
         return tuple(items)
 
     def source_ref(self, name, alias=None):
-        return ast.SourceRef(str(name), None if alias is None else str(alias))
+        return ast.SourceRef(name, None if alias is None else str(alias))
 
     def from_clause(self, source):
         return source
@@ -646,3 +646,41 @@ def parse(text: str) -> list[ast.Statement]:
         if isinstance(e.orig_exc, SqlSyntaxError):
             raise e.orig_exc from None
         raise
+
+
+def position(name: str) -> tuple[int, int] | None:
+    """Where a name (a column, function or source reference) was written, if the parser made it."""
+    line = getattr(name, "line", None)
+    return None if line is None else (line, name.column)
+
+
+def _statement_spans(text: str) -> list[str]:
+    """The text between top-level semicolons (outside strings, quoted identifiers and comments)."""
+    spans, start, i = [], 0, 0
+    while i < len(text):
+        c = text[i]
+        if c in "'`":
+            end = text.find(c, i + 1)
+            while end != -1 and text.startswith(c, end + 1):  # a doubled quote is an escaped one
+                end = text.find(c, end + 2)
+            i = len(text) if end == -1 else end + 1
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end == -1 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end == -1 else end + 2
+        elif c == ";":
+            spans.append(text[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    spans.append(text[start:])
+    return spans
+
+
+def parse_with_text(text: str) -> list[tuple[ast.Statement, str]]:
+    """Parse statements, each with its own text (trimmed, with its semicolon), as the command topic keeps it."""
+    statements = parse(text)
+    texts = [span.strip() + ";" for span in _statement_spans(text) if parse(span)]
+    return list(zip(statements, texts, strict=True))

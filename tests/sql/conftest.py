@@ -1,0 +1,1 @@
+from tests.spark.conftest import spark  # noqa: F401

@@ -1,0 +1,89 @@
+"""The conformance corpus (conformance.yaml) on a real SQL server and node: each case's statements run, its
+inputs are produced phase by phase, and the output topic, read read_committed, must hold what it expects."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from tests.sql.server_process import SqlServerProcess, read_table, wait_for
+
+pytest.importorskip("pyspark")
+
+CASES = yaml.safe_load((Path(__file__).parent / "conformance.yaml").read_text())
+# Added to every timestamp and window bound: a multiple of every window size, and recent, so that retention
+# (7 days by default) does not delete the inputs.
+BASE_MS = (int(time.time()) // 3600 - 1) * 3_600_000
+
+
+@pytest.fixture(scope="module")
+def sql(shared_node, tmp_path_factory):
+    server = SqlServerProcess(shared_node.bootstrap, tmp_path_factory.mktemp("sql-conformance") / "state",
+                              ["--auto-offset-reset", "earliest"]).start()
+    yield server
+    server.stop()
+
+
+def _key_text(key: bytes | None, window_type: str | None) -> str | None:
+    if key is None:
+        return None
+    if window_type == "SESSION":
+        end, start = struct.unpack(">qq", key[-16:])
+        return f"{key[:-16].decode()}@{start - BASE_MS}-{end - BASE_MS}"
+    if window_type is not None:
+        (start,) = struct.unpack(">q", key[-8:])
+        return f"{key[:-8].decode()}@{start - BASE_MS}"
+    return key.decode()
+
+
+def _matches(expect: dict, records: list, window_type: str | None) -> bool:
+    decoded = [(_key_text(k, window_type), json.loads(v) if v is not None else None) for k, v in records]
+    if "stream" in expect:
+        want = Counter(json.dumps([r["key"], r["value"]], sort_keys=True) for r in expect["stream"])
+        got = Counter(json.dumps([k, v], sort_keys=True) for k, v in decoded)
+        return got == want
+    table: dict = {}
+    for key, value in decoded:
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+    return table == {str(k): v for k, v in expect["table"].items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_conformance(sql, shared_node, case):
+    prefix = "conf_" + "".join(ch if ch.isalnum() else "_" for ch in case["name"])[:40]
+    sql.ksql(case["statements"].replace("{p}", prefix))
+    output = f"{prefix}_out"
+    window_type = sql.ksql(f"DESCRIBE {output};")[0]["sourceDescription"]["windowType"]
+    producer = Producer({"bootstrap.servers": shared_node.bootstrap, "enable.idempotence": True,
+                         "partitioner": "murmur2_random"})
+    records: list = []
+    try:
+        for phase in case["phases"]:
+            for record in phase["inputs"]:
+                value = record["value"]
+                producer.produce(f"{prefix}_in", key=None if record["key"] is None else str(record["key"]).encode(),
+                                 value=None if value is None else json.dumps(value).encode(),
+                                 timestamp=BASE_MS + record["timestamp"])
+            assert producer.flush(30) == 0
+            expect = phase["expect"]
+
+            def reached(expect=expect):
+                found = read_table(shared_node.bootstrap, output)
+                return found if found and _matches(expect, found, window_type) else None
+
+            records = wait_for(reached, what=f"the output of {case['name']!r}: {expect}")
+        if "records" in case["phases"][-1]["expect"]:
+            assert len(records) == case["phases"][-1]["expect"]["records"], records
+    finally:
+        kind = "TABLE" if "CREATE TABLE " + prefix + "_out" in case["statements"].replace("{p}", prefix) else "STREAM"
+        sql.ksql(f"DROP {kind} {output} DELETE TOPIC;")
