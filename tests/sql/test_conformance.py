@@ -71,7 +71,8 @@ def test_conformance(sql, shared_node, case):
         for phase in case["phases"]:
             for record in phase["inputs"]:
                 value = record["value"]
-                producer.produce(f"{prefix}_in", key=None if record["key"] is None else str(record["key"]).encode(),
+                key = None if record["key"] is None else str(record["key"]).encode()
+                producer.produce(f"{prefix}_{record.get('topic', 'in')}", key=key,
                                  value=None if value is None else json.dumps(value).encode(),
                                  timestamp=BASE_MS + record["timestamp"])
             assert producer.flush(30) == 0

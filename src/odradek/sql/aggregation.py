@@ -338,7 +338,7 @@ class SparkAggregation:
             for e in emits
         ]
         if rows:
-            yield pd.DataFrame(rows, columns=list(self.output_names))
+            yield pd.DataFrame(rows, columns=list(self.output_names), dtype=object)
 
     def _records(self, frames: Iterator) -> Iterator[Record]:
         count = len(self.step.aggregates)
@@ -348,11 +348,11 @@ class SparkAggregation:
             partitions = frame["__rowpartition"].tolist()
             offsets = frame["__rowoffset"].tolist()
             for row in range(len(rowtimes)):
-                values = tuple(_plain(args[i][row]) for i in range(count))
+                values = tuple(plain_value(args[i][row]) for i in range(count))
                 yield Record(int(rowtimes[row]), (int(partitions[row]), int(offsets[row])), values)
 
 
-def _plain(value):
+def plain_value(value):
     """pandas gives NaN for a null double and numpy arrays for arrays: make them None and lists."""
     if value is None:
         return None

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from odradek.sql import ast, functions, serde
 from odradek.sql.aggregation import AGGREGATE_NAMES, GroupStep, SparkAggregation, WindowSpec, make_aggregate
 from odradek.sql.catalog import Catalog, CatalogError, DataSource, SourceColumn, Windowing
+from odradek.sql.joins import JoinSpec, JoinStep, SparkJoin
 from odradek.sql.parser import position
 from odradek.sql.spark_types import UnsupportedType, from_spark, to_arrow_value, to_serde_value, to_spark
 
@@ -381,6 +382,17 @@ def _find_aggregates(e, found: list[ast.FunctionCall]) -> None:
                 _find_aggregates(item, found)
 
 
+def _column_refs(e) -> list[ast.ColumnRef]:
+    if isinstance(e, ast.ColumnRef):
+        return [e]
+    found = []
+    for value in vars(e).values() if hasattr(e, "__dict__") else ():
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, ast.Expression | ast.WhenClause):
+                found += _column_refs(item)
+    return found
+
+
 def _auto_name(e: ast.Expression, index: int) -> str:
     if isinstance(e, ast.ColumnRef):
         return str(e.name)
@@ -420,11 +432,8 @@ class Planner:
 
     def plan(self, select: ast.Select, offset_reset: str, persistent: bool) -> QueryPlan:
         if select.joins:
-            raise PlanError("joins are not supported yet", select.joins[0].source.name)
-        try:
-            source = self.catalog.source(select.source.name)
-        except CatalogError as e:
-            raise PlanError(str(e), select.source.name) from None
+            return self._join(select, offset_reset, persistent)
+        source = self._source(select.source)
         frame = self.source_frame(source, offset_reset)
         qualifiers = frozenset({source.name} | ({select.source.alias} if select.source.alias else set()))
         entries = [_Entry(qualifiers, c.name, c.name) for c in source.columns]
@@ -463,6 +472,134 @@ class Planner:
         if windowing is not None:
             extra += [F.col(WINDOWSTART).alias(WINDOWSTART), F.col(WINDOWEND).alias(WINDOWEND)]
         return self._finish(frame, outputs, keys, extra, source.kind, windowing, (source.name,), persistent)
+
+    def _source(self, ref: ast.SourceRef) -> DataSource:
+        try:
+            return self.catalog.source(ref.name)
+        except CatalogError as e:
+            raise PlanError(str(e), ref.name) from None
+
+    # ---------------------------------------------------------------- JOIN
+
+    def _join(self, select: ast.Select, offset_reset: str, persistent: bool) -> QueryPlan:
+        if len(select.joins) > 1:
+            raise PlanError("a query joins two sources: more than one JOIN is not supported yet",
+                            select.joins[1].source.name)
+        if select.group_by or select.window is not None or select.partition_by:
+            raise PlanError("GROUP BY, WINDOW and PARTITION BY on a join are not supported yet: join into a "
+                            "stream or table first, then aggregate that")
+        join = select.joins[0]
+        refs = (select.source, join.source)
+        left, right = self._source(refs[0]), self._source(refs[1])
+        kind = {("STREAM", "TABLE"): "STREAM_TABLE", ("TABLE", "TABLE"): "TABLE_TABLE",
+                ("STREAM", "STREAM"): "STREAM_STREAM"}.get((left.kind, right.kind))
+        if kind is None:
+            raise PlanError("a stream-table join needs the stream on the left: FROM stream JOIN table",
+                            refs[0].name)
+        if kind == "STREAM_STREAM" and join.within is None:
+            raise PlanError("a stream-stream join needs a WITHIN clause", join.source.name)
+        if kind != "STREAM_STREAM" and join.within is not None:
+            raise PlanError("WITHIN is only for stream-stream joins", join.source.name)
+        if kind == "STREAM_TABLE" and join.type == "FULL":
+            raise PlanError("a stream-table join is INNER or LEFT", join.source.name)
+        qualifiers = [frozenset({r.name} | ({r.alias} if r.alias else set())) for r in refs]
+        if qualifiers[0] & qualifiers[1]:
+            raise PlanError("both sides of the join have the same name: give them aliases", join.source.name)
+        frames = [self.source_frame(s, offset_reset) for s in (left, right)]
+        scopes = [Scope(frame, [_Entry(q, c.name, c.name) for c in s.columns],
+                        {"ROWTIME": ROWTIME, "ROWPARTITION": ROWPARTITION, "ROWOFFSET": ROWOFFSET})
+                  for frame, s, q in zip(frames, (left, right), qualifiers, strict=False)]
+        left_key, right_key = self._join_criteria(join.on, scopes)
+        for source, key in ((left, left_key), (right, right_key)):
+            if source.kind == "TABLE" and not (isinstance(key, ast.ColumnRef) and len(source.key_columns) == 1
+                              and key.name == source.key_columns[0].name):
+                raise PlanError(f"a join on the TABLE {source.name} must use its PRIMARY KEY "
+                                f"({', '.join(c.name for c in source.key_columns)})", getattr(key, "name", None))
+        left_jk = Translator(scopes[0]).column(left_key)
+        right_jk = Translator(scopes[1]).column(right_key)
+        jk_type = scopes[0].type_of(left_jk)
+        counts = (len(left.columns), len(right.columns))
+        sides = []
+        for side, (frame, jk) in enumerate(zip(frames, (left_jk, right_jk), strict=True)):
+            columns = [F.col(c.name) if side == 0 else F.lit(None).cast(to_spark(c.type))
+                       for c in left.columns]
+            columns += [F.col(c.name) if side == 1 else F.lit(None).cast(to_spark(c.type))
+                        for c in right.columns]
+            names = [f"L{i}" for i in range(counts[0])] + [f"R{i}" for i in range(counts[1])]
+            sides.append(frame.select(jk.cast(jk_type).alias("__jk"), F.lit(side).alias("__side"),
+                                      *[c.alias(n) for c, n in zip(columns, names, strict=False)],
+                                      F.col(ROWTIME), F.col(ROWPARTITION), F.col(ROWOFFSET), F.col(EVENT_TIME),
+                                      F.col(TOMBSTONE)).where(F.col("__jk").isNotNull()))
+        union = sides[0].unionByName(sides[1])
+        within = join.within
+        grace = DEFAULT_GRACE_MS if within is None or within.grace_ms is None else within.grace_ms
+        spec = JoinSpec(kind, join.type, within.before_ms if within else 0, within.after_ms if within else 0,
+                        grace if within else 0)
+        if kind == "STREAM_STREAM":
+            union = union.withWatermark(EVENT_TIME, f"{spec.delay_ms} milliseconds")
+        output = T.StructType(
+            [T.StructField("__jk", jk_type)]
+            + [T.StructField(f"L{i}", to_spark(c.type)) for i, c in enumerate(left.columns)]
+            + [T.StructField(f"R{i}", to_spark(c.type)) for i, c in enumerate(right.columns)]
+            + [T.StructField(ROWTIME, T.LongType()), T.StructField(TOMBSTONE, T.BooleanType())])
+        timeout = GroupStateTimeout.EventTimeTimeout if kind == "STREAM_STREAM" else GroupStateTimeout.NoTimeout
+        joined = union.groupBy("__jk").applyInPandasWithState(
+            SparkJoin(JoinStep(spec), counts[0], counts[1], tuple(output.names)), output,
+            T.StructType([T.StructField("s", T.BinaryType())]), "append", timeout)
+        entries = [_Entry(qualifiers[0], c.name, f"L{i}") for i, c in enumerate(left.columns)]
+        entries += [_Entry(qualifiers[1], c.name, f"R{i}") for i, c in enumerate(right.columns)]
+        scope = Scope(joined, entries, {"ROWTIME": ROWTIME})
+        translate = Translator(scope)
+        result_kind = "TABLE" if kind == "TABLE_TABLE" else "STREAM"
+        tombstone = F.col(TOMBSTONE)
+        frame = joined
+        if select.where is not None:
+            condition = translate.column(select.where)
+            if result_kind == "STREAM":
+                frame = frame.where(condition)
+                scope.frame = frame
+            else:
+                tombstone = tombstone | ~F.coalesce(condition, F.lit(False))
+        aliases = [r.alias or r.name for r in refs]
+        items: list[ast.SelectItem] = []
+        for item in select.items:
+            if isinstance(item, ast.AllColumns):
+                for index, (source, alias) in enumerate(zip((left, right), aliases, strict=False)):
+                    if item.qualifier is None or item.qualifier in qualifiers[index]:
+                        items += [ast.SelectItem(ast.ColumnRef(c.name, alias), f"{alias}_{c.name}")
+                                  for c in source.columns]
+            else:
+                items.append(item)
+        outputs = [(self._name(item, i), translate.column(item.expression)) for i, item in enumerate(items)]
+        keys = self._key_names(items, [left_key], select, False)
+        if not keys:
+            keys = self._key_names(items, [right_key], select, persistent)
+        extra = [F.col(ROWTIME).alias(ROWTIME), tombstone.alias(TOMBSTONE)]
+        return self._finish(frame, outputs, keys, extra, result_kind, None, (left.name, right.name), persistent)
+
+    def _join_criteria(self, on: ast.Expression, scopes: list[Scope]) -> tuple[ast.Expression, ast.Expression]:
+        """The left and right expressions of `ON a = b`, whichever order they are written in."""
+        if not isinstance(on, ast.Comparison) or on.op != "=":
+            raise PlanError("a join's ON clause must be an equality between the two sides (a = b)")
+
+        def side_of(e: ast.Expression) -> int | None:
+            refs = [r for r in _column_refs(e)]
+            sides = set()
+            for ref in refs:
+                for index, scope in enumerate(scopes):
+                    try:
+                        scope.resolve(ref)
+                        sides.add(index)
+                    except PlanError:
+                        pass
+            return sides.pop() if len(sides) == 1 else None
+
+        first, second = side_of(on.left), side_of(on.right)
+        if (first, second) == (0, 1):
+            return on.left, on.right
+        if (first, second) == (1, 0):
+            return on.right, on.left
+        raise PlanError("each side of the join's ON equality must name columns of one source only")
 
     def _expand(self, items, source: DataSource) -> list[ast.SelectItem]:
         expanded: list[ast.SelectItem] = []
