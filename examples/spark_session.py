@@ -10,8 +10,9 @@ def odradek_spark(app: str) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.appName(app).master("local[2]")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
-    import odradek.spark.datasource as datasource
     from pyspark.sql.datasource import DataSource
+
+    import odradek.spark.datasource as datasource
 
     for obj in vars(datasource).values():
         if isinstance(obj, type) and issubclass(obj, DataSource) and obj is not DataSource and obj.name() == "odradek":

@@ -7,6 +7,7 @@ upsert stream (key = user@window start, value = the latest count) into a compact
 import argparse
 import json
 import tempfile
+import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -14,7 +15,9 @@ from pyspark.sql.functions import window
 
 from examples.spark_session import odradek_spark, read_topic
 
-BASE_MS = 1_700_000_000_000  # event times of the generated clicks start here (a window boundary)
+# Event times of the generated clicks start here: a window boundary an hour or two ago (recent, so that the
+# topic's 7-day retention keeps them).
+BASE_MS = (int(time.time()) // 3600 - 1) * 3_600_000
 
 
 def generate_clicks(bootstrap: str, topic: str, users: int = 3, seconds: int = 30) -> dict:

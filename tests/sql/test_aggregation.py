@@ -53,15 +53,31 @@ def test_session_windows_merge_and_retract_the_sessions_they_replace():
     retracted = [(e.window_start, e.window_end) for e in emits if e.results is None]
     assert sorted(retracted) == [(0, 0), (3_000, 3_000)]
     assert emits[-1] == Emit(0, 3_000, (3,), 3_000)
-    assert len(state) == 1
+    assert len(state[0]) == 1
 
 
 def test_a_session_record_beyond_the_grace_period_is_dropped():
     step = count_step(WindowSpec("SESSION", 1_000, 500))
     emits, state, _ = step.run(None, records(10_000), None, None, False)
     emits, state, _ = step.run(state, records(100), None, 10_000, False)
-    assert emits == []  # a session [100, 100] closed at 600 < stream time
-    assert [(s.start, s.end) for s in state] == [(10_000, 10_000)]
+    assert emits == []  # a session [100, 100] closed at 100 + gap + grace = 1,600 < stream time
+    assert [(s.start, s.end) for s in state[0]] == [(10_000, 10_000)]
+
+
+def test_a_session_stays_open_for_its_gap_plus_grace_so_an_in_order_record_extends_it():
+    step = count_step(WindowSpec("SESSION", 10, 0))
+    _, state, wake = step.run(None, records(100), None, None, False)
+    assert wake == 110  # the end plus the gap plus the grace period
+    # stream time 108 (another key moved it): the record at 109 is within the gap of [100, 100]
+    emits, state, _ = step.run(state, records(109), None, 108, False)
+    assert emits[-1] == Emit(100, 109, (2,), 109)
+
+
+def test_latest_by_offset_follows_batches_not_partition_numbers():
+    step = GroupStep([make_aggregate("LATEST_BY_OFFSET", False), make_aggregate("EARLIEST_BY_OFFSET", False)])
+    _, state, _ = step.run(None, [Record(1, (1, 5), ("a", "a"))], None, None, False)
+    emits, _, _ = step.run(state, [Record(2, (0, 100), ("b", "b"))], None, None, False)
+    assert emits[0].results == ("b", "a")
 
 
 def test_aggregates_follow_ksqldb():
@@ -74,3 +90,16 @@ def test_aggregates_follow_ksqldb():
     assert (total, avg, low, high) == (13, 13 / 3, 3, 7)
     assert (latest, earliest) == (3, 3)  # nulls are skipped by the *_BY_OFFSET aggregates
     assert listed == [3, None, 7, 3] and count == 3 and distinct == 2 and collected == [3, None, 7]
+
+
+def test_a_closed_session_still_merges_with_a_record_within_its_gap_until_it_expires():
+    step = count_step(WindowSpec("SESSION", 5_000, 2_000))
+    _, state, _ = step.run(None, records(1_000, 10_000), None, None, False)
+    # stream time 10,000: [1000, 1000] closed at 8,000 but is kept until 13,000 (a gap more), as Kafka Streams
+    # keeps it in its store; 5,000 reaches both sessions and merges them
+    emits, state, _ = step.run(state, [], None, 10_000, True)
+    assert emits == []
+    emits, state, _ = step.run(state, records(5_000), None, 10_000, False)
+    assert emits[-1] == Emit(1_000, 10_000, (3,), 10_000)
+    _, state, _ = step.run(state, [], None, 100_000, True)
+    assert state is None

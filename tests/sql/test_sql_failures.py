@@ -28,7 +28,7 @@ CREATE TABLE {p}_counts AS SELECT user, COUNT(*) AS events, SUM(n) AS total FROM
 
 
 class Feeder:
-    """Produces events 0, 1, 2, ... (5 users) in the background until stopped."""
+    """Produces events 0, 1, 2, ... (5 users) in the background until stopped, about 50 a second."""
 
     def __init__(self, bootstrap: str, topic: str):
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
@@ -47,8 +47,8 @@ class Feeder:
 
     def _run(self) -> None:
         while not self.stopping.is_set():
-            self.send(20)
-            time.sleep(0.05)
+            self.send(10)
+            time.sleep(0.2)  # ~50 a second: enough to be mid-batch at any moment, few enough to check fast
 
     def start(self) -> Feeder:
         self.thread.start()

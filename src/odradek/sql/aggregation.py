@@ -4,7 +4,7 @@ Spark's update output mode cannot say "delete this key", and its window aggregat
 into a keyed changelog, so a SQL aggregation runs as its own operator (`applyInPandasWithState` in append
 mode, whose output goes through the exactly-once sink). The core here is sans-I/O: `GroupStep.run` takes one
 group's records of a micro-batch, its state and the stream time, and returns the rows to emit, the new
-state and when to wake up. `spark_state_function` wraps it for Spark.
+state and when to wake up. `SparkAggregation` wraps it for Spark.
 
 Stream time is the query's watermark plus its delay: the highest ROWTIME seen before this micro-batch, as
 Spark tracks it (across partitions; ksqlDB tracks it per partition). A window closes when stream time
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # ---------------------------------------------------------------- the aggregate functions
@@ -191,6 +191,7 @@ class Session:
     accs: list
     rowtime: int
     emitted: bool = False
+    closed: bool = False  # past its close time; kept a gap longer, so a record it would reach still merges
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,6 @@ class GroupStep:
     aggregates: list[Aggregate]
     window: WindowSpec | None = None
     emit_final: bool = False
-    emitted: list[Emit] = field(default_factory=list)
 
     @property
     def delay_ms(self) -> int:
@@ -216,12 +216,21 @@ class GroupStep:
 
     def run(self, state: Any, records: Iterable[Record], window_start: int | None, stream_time: int | None,
             timed_out: bool) -> tuple[list[Emit], Any, int | None]:
-        """(rows to emit, new state or None to drop it, the stream time at which to run again or None)."""
+        """(rows to emit, new state or None to drop it, the stream time at which to run again or None).
+
+        The state counts the group's micro-batches, so a record's order for the *_BY_OFFSET aggregates is
+        (batch, partition, offset): a later batch always wins, whichever partition its record came from.
+        """
+        inner, batches = state if state is not None else (None, 0)
+        batches += 1
+        records = [Record(r.rowtime, (batches, *r.order), r.values) for r in records]
         if self.window is None:
-            return self._unwindowed(state, records)
-        if self.window.kind == "SESSION":
-            return self._sessions(state or [], records, stream_time, timed_out)
-        return self._time_window(state, records, window_start, stream_time, timed_out)
+            emits, inner, wake = self._unwindowed(inner, records)
+        elif self.window.kind == "SESSION":
+            emits, inner, wake = self._sessions(inner or [], records, stream_time)
+        else:
+            emits, inner, wake = self._time_window(inner, records, window_start, stream_time, timed_out)
+        return emits, (None if inner is None else (inner, batches)), wake
 
     def _accumulate(self, accs: list, record: Record) -> list:
         return [agg.add(acc, value, record.order) for agg, acc, value in zip(self.aggregates, accs, record.values, strict=False)]
@@ -257,8 +266,11 @@ class GroupStep:
         emits = [] if self.emit_final else [Emit(start, end, self._results(accs), rowtime)]
         return emits, (accs, rowtime), closes_at
 
-    def _sessions(self, sessions: list[Session], records, stream_time, timed_out):
+    def _sessions(self, sessions: list[Session], records, stream_time):
+        # A session closes when stream time passes its end plus the gap and the grace period (Kafka Streams'
+        # close time): until then a record within the gap may still extend it.
         gap, grace = self.window.size_ms, self.window.grace_ms
+        linger = gap + grace
         emits: list[Emit] = []
         changed: list[Session] = []
         for record in sorted(records, key=lambda r: (r.rowtime, r.order)):
@@ -266,7 +278,7 @@ class GroupStep:
             overlapping = [s for s in sessions if s.start - gap <= t <= s.end + gap]
             start = min([t] + [s.start for s in overlapping])
             end = max([t] + [s.end for s in overlapping])
-            if stream_time is not None and end + grace < stream_time:
+            if stream_time is not None and end + linger < stream_time:
                 continue  # late: the session it would make has closed
             accs = [agg.initial() for agg in self.aggregates]
             rowtime = t
@@ -286,13 +298,17 @@ class GroupStep:
                 emits.append(Emit(s.start, s.end, self._results(s.accs), s.rowtime))
                 s.emitted = True
         if stream_time is not None:
-            for s in [s for s in sessions if s.end + grace <= stream_time]:
+            for s in [s for s in sessions if not s.closed and s.end + linger <= stream_time]:
                 if self.emit_final:
                     emits.append(Emit(s.start, s.end, self._results(s.accs), s.rowtime))
+                s.closed = True
+            # Kafka Streams keeps a closed session in its store for a while, and a record within the gap of it
+            # still merges with it: keep it until no record that is not late could reach it.
+            for s in [s for s in sessions if s.end + linger + gap <= stream_time]:
                 sessions.remove(s)
         if not sessions:
             return emits, None, None
-        return emits, sessions, min(s.end + grace for s in sessions)
+        return emits, sessions, min(s.end + linger + (gap if s.closed else 0) for s in sessions)
 
 
 # ---------------------------------------------------------------- the Spark wrapper
@@ -302,8 +318,8 @@ class GroupStep:
 class SparkAggregation:
     """The function given to `applyInPandasWithState`.
 
-    Input columns: the group key columns, then (TUMBLING and HOPPING) `__wstart`, then one `__a<i>` per
-    aggregate, then `__rowtime`, `__rowpartition`, `__rowoffset`. Output: the group key columns,
+    Input columns (by name): the group key columns `__g<i>`, one `__a<i>` per aggregate, `__rowtime`,
+    `__rowpartition`, `__rowoffset`, `__ts`, and for TUMBLING and HOPPING `__wstart`. Output: the group key columns,
     `WINDOWSTART`, `WINDOWEND`, one `__r<i>` per aggregate, `__rowtime`, `__tombstone`.
     """
 
@@ -330,7 +346,7 @@ class SparkAggregation:
                 # Spark fires the timeout once the watermark passes this; the watermark trails stream time
                 # by the delay, so this fires when stream time reaches wake_at.
                 timeout = wake_at - self.step.delay_ms - 1
-                if timeout >= max(watermark, 0):
+                if timeout >= max(watermark, 1):  # Spark takes only a positive timeout, not below the watermark
                     state.setTimeoutTimestamp(timeout)
         rows = [
             (*group_key, e.window_start, e.window_end, *(e.results or (None,) * len(self.step.aggregates)),

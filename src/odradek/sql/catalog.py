@@ -84,10 +84,12 @@ class Catalog:
     def __init__(self) -> None:
         self.sources: dict[str, DataSource] = {}
         self.queries: dict[str, PersistentQuery] = {}
-        self.applied = 0  # commands applied: numbers the query ids, as ksqlDB numbers them by command
+        # The command topic's next offset: numbers the query ids, as ksqlDB numbers them by command. Offsets
+        # are never reused, so neither are ids, even after compaction has removed earlier commands.
+        self.next_offset = 0
 
-    def apply(self, command: Command) -> None:
-        self.applied += 1
+    def apply(self, command: Command, offset: int) -> None:
+        self.next_offset = max(self.next_offset, offset + 1)
         kind, _, name = command.key.partition("/")
         table: dict = self.sources if kind == "source" else self.queries
         if command.value is None:
@@ -105,7 +107,7 @@ class Catalog:
         return [q for q in self.queries.values() if name in q.sources]
 
     def next_query_id(self, prefix: str, sink: str | None = None) -> str:
-        return "_".join(p for p in (prefix, sink, str(self.applied)) if p).upper()
+        return "_".join(p for p in (prefix, sink, str(self.next_offset)) if p).upper()
 
 
 # ---------------------------------------------------------------- the command topic's record format

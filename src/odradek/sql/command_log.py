@@ -42,12 +42,12 @@ class CommandLog:
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def read_all(self) -> list[Command]:
-        """Every command in the topic, in order."""
+    def read_all(self) -> list[tuple[int, Command]]:
+        """Every command in the topic, in order, with its offset."""
         consumer = Consumer({**self.client_config, "group.id": "odradek-sql-command-reader",
                              "enable.auto.commit": False, "enable.partition.eof": True,
                              "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-        commands: list[Command] = []
+        commands: list[tuple[int, Command]] = []
         try:
             consumer.assign([TopicPartition(self.topic, 0, 0)])
             deadline = time.monotonic() + _TIMEOUT_S
@@ -61,24 +61,34 @@ class CommandLog:
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         return commands
                     raise KafkaException(message.error())
-                commands.append(decode_command(message.key(), message.value()))
+                commands.append((message.offset(), decode_command(message.key(), message.value())))
         finally:
             consumer.close()
 
-    def append(self, commands: list[Command]) -> None:
-        """Write the commands and wait until the cluster has them (acks=all)."""
+    def append(self, commands: list[Command]) -> list[int]:
+        """Write the commands and wait until the cluster has them (acks=all); their offsets."""
         if self.producer is None:
             self.producer = Producer({**self.client_config, "enable.idempotence": True, "acks": "all",
                                       "linger.ms": 0})
         errors: list = []
-        for command in commands:
+        offsets: dict[int, int] = {}
+
+        def delivered(index: int):
+            def callback(err, message):
+                if err:
+                    errors.append(err)
+                else:
+                    offsets[index] = message.offset()
+            return callback
+
+        for index, command in enumerate(commands):
             key, value = encode_command(command)
-            self.producer.produce(self.topic, key=key, value=value, partition=0,
-                                  on_delivery=lambda err, _msg: err and errors.append(err))
+            self.producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=delivered(index))
         if self.producer.flush(_TIMEOUT_S):
             raise TimeoutError(f"the command topic {self.topic} did not take the command within {_TIMEOUT_S:g}s")
         if errors:
             raise KafkaException(errors[0])
+        return [offsets[i] for i in range(len(commands))]
 
     def close(self) -> None:
         if self.producer is not None:

@@ -72,6 +72,8 @@ class Engine:
         self.running: dict[str, Any] = {}  # query id -> pyspark StreamingQuery
         self.failures: dict[str, str] = {}  # query id -> why it last failed
         self.views: dict[str, MaterializedTable] = {}
+        self.state_dir = os.path.realpath(config.state_dir)
+        self.transient: dict[str, Any] = {}  # query id -> the push.PushQuery of a client's push query
         self.client_config = {"bootstrap.servers": config.bootstrap, **config.client_config}
         self.admin = AdminClient(dict(self.client_config))
         self.commands = CommandLog(config.bootstrap, config.client_config, command_topic_name(config.service_id),
@@ -90,13 +92,17 @@ class Engine:
         self.planner = Planner(self.spark, self.catalog, self.config.bootstrap, self.config.client_config,
                                self.config.registry_url)
         self.commands.ensure_topic()
-        for command in self.commands.read_all():
-            self.catalog.apply(command)
+        for offset, command in self.commands.read_all():
+            self.catalog.apply(command, offset)
         for source in self.catalog.sources.values():
             if source.kind == "TABLE":
                 self._materialize(source)
         for query in list(self.catalog.queries.values()):
-            self._start_query(query)
+            try:
+                self._start_query(query)
+            except Exception as e:  # one query that cannot start must not keep the server down: retried
+                self.failures[query.id] = _first_line(e)
+                log.warning("persistent query %s could not start: %s", query.id, self.failures[query.id])
         self.ready.set()
         self.supervisor.start()
 
@@ -121,24 +127,28 @@ class Engine:
                 log.debug("stopping Spark", exc_info=True)
 
     def _supervise(self) -> None:
+        """Restart every persistent query that is not running (it failed, or could not start) from its
+        checkpoint, at most every 5 seconds each."""
         backoff: dict[str, float] = {}
         while not self.stopping.wait(1.0):
             with self.lock:
-                for query_id, query in list(self.running.items()):
-                    if query.isActive:
-                        continue
-                    error = query.exception()
-                    self.failures[query_id] = str(error).splitlines()[0] if error else "stopped"
-                    if time.monotonic() < backoff.get(query_id, 0) or query_id not in self.catalog.queries:
-                        continue
-                    log.warning("persistent query %s failed, restarting it from its checkpoint: %s",
-                                query_id, self.failures[query_id])
-                    backoff[query_id] = time.monotonic() + 5
+                for query_id, query in list(self.catalog.queries.items()):
                     try:
+                        running = self.running.get(query_id)
+                        if running is not None and running.isActive:
+                            continue
+                        if running is not None:
+                            error = running.exception()
+                            self.failures[query_id] = _first_line(error) if error else "stopped"
+                        if time.monotonic() < backoff.get(query_id, 0):
+                            continue
+                        log.warning("persistent query %s is not running, restarting it from its checkpoint: %s",
+                                    query_id, self.failures.get(query_id))
+                        backoff[query_id] = time.monotonic() + 5
                         self.activate()
-                        self._start_query(self.catalog.queries[query_id])
+                        self._start_query(query)
                     except Exception as e:  # e.g. the cluster is still away: try again later
-                        self.failures[query_id] = str(e).splitlines()[0]
+                        self.failures[query_id] = _first_line(e)
 
     # ---------------------------------------------------------------- statements
 
@@ -192,7 +202,7 @@ class Engine:
     def _status(self, text: str, message: str, command_id: str, query_id: str | None = None) -> dict:
         return {"@type": "currentStatus", "statementText": text, "commandId": command_id,
                 "commandStatus": {"status": "SUCCESS", "message": message, "queryId": query_id},
-                "commandSequenceNumber": self.catalog.applied, "warnings": []}
+                "commandSequenceNumber": self.catalog.next_offset - 1, "warnings": []}
 
     def _check_name_free(self, name: str, or_replace: bool, if_not_exists: bool) -> bool:
         """False when the statement has nothing to do (IF NOT EXISTS and the name exists)."""
@@ -300,9 +310,22 @@ class Engine:
         return len(topic_metadata.partitions) if topic_metadata is not None else 1
 
     def _commit(self, commands: list[Command]) -> None:
-        self.commands.append(commands)
-        for command in commands:
-            self.catalog.apply(command)
+        offsets = self.commands.append(commands)
+        for command, offset in zip(commands, offsets, strict=True):
+            self.catalog.apply(command, offset)
+
+    def _start_new_query(self, query: PersistentQuery, plan: QueryPlan, commands: list[Command]) -> None:
+        """Start a query whose commands were just committed; if it cannot start, take them back."""
+        shutil.rmtree(self.checkpoint_dir(query.id), ignore_errors=True)  # never resume someone else's
+        try:
+            self._start_query(query, plan)
+        except Exception as e:
+            self._commit([Command(c.key, None) for c in reversed(commands)])
+            self.failures.pop(query.id, None)
+            view = self.views.pop(query.sink, None)
+            if view is not None and query.sink not in self.catalog.sources:
+                view.close()
+            raise StatementError(f"the query could not start: {_first_line(e)}") from None
 
     def _plan(self, select: ast.Select, properties: dict, persistent: bool) -> QueryPlan:
         if persistent and select.limit is not None:
@@ -328,10 +351,11 @@ class Engine:
         self._ensure_topic(topic, props, statement.kind, self._partitions_of(first.topic),
                            windowed=plan.windowing is not None)
         query = PersistentQuery(query_id, statement.name, plan.sources, text, self.offset_reset(properties))
-        self._commit([Command(f"source/{sink.name}", sink), Command(f"query/{query_id}", query)])
+        commands = [Command(f"source/{sink.name}", sink), Command(f"query/{query_id}", query)]
+        self._commit(commands)
         if sink.kind == "TABLE":
             self._materialize(sink)
-        self._start_query(query, plan)
+        self._start_new_query(query, plan, commands)
         return self._status(text, f"Created query with ID {query_id}",
                             f"{statement.kind.lower()}/`{sink.name}`/create", query_id)
 
@@ -349,8 +373,9 @@ class Engine:
                                  f"{_schema_text(plan.columns)}, but the sink schema is {_schema_text(target.columns)}.")
         query_id = self.catalog.next_query_id("INSERTQUERY")
         query = PersistentQuery(query_id, target.name, plan.sources, text, self.offset_reset(properties))
-        self._commit([Command(f"query/{query_id}", query)])
-        self._start_query(query, plan)
+        commands = [Command(f"query/{query_id}", query)]
+        self._commit(commands)
+        self._start_new_query(query, plan, commands)
         return self._status(text, f"Created query with ID {query_id}", f"stream/`{target.name}`/insert", query_id)
 
     def _insert_values(self, statement: ast.InsertValues, text: str, properties: dict) -> None:
@@ -448,9 +473,12 @@ class Engine:
             topics = [{"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
                       for name, t in sorted(metadata.topics.items()) if not name.startswith("_")]
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
-        return {"@type": "queries", "statementText": text,
-                "queries": [self._query_entity(q) for q in sorted(self.catalog.queries.values(), key=lambda q: q.id)],
-                "warnings": []}
+        queries = [self._query_entity(q) for q in sorted(self.catalog.queries.values(), key=lambda q: q.id)]
+        # as ksqlDB, the push queries that clients are running too
+        queries += [{"queryString": q.statement, "sinks": [], "sinkKafkaTopics": [], "id": q.id,
+                     "statusCount": {"RUNNING": 1}, "queryType": "PUSH", "state": "RUNNING"}
+                    for q in list(self.transient.values()) if not q.closed.is_set()]
+        return {"@type": "queries", "statementText": text, "queries": queries, "warnings": []}
 
     def query_state(self, query_id: str) -> str:
         running = self.running.get(query_id)
@@ -507,16 +535,19 @@ class Engine:
     # ---------------------------------------------------------------- persistent queries
 
     def checkpoint_dir(self, query_id: str) -> str:
-        return os.path.join(self.config.state_dir, "checkpoints", query_id)
+        return os.path.join(self.state_dir, "checkpoints", query_id)
 
     def _start_query(self, query: PersistentQuery, plan: QueryPlan | None = None) -> None:
         if plan is None:
             plan = self.planner.plan(_select_of(query.statement), query.offset_reset, persistent=True)
         sink = self.catalog.source(query.sink)
-        writer = (self.planner.encode(plan, sink).writeStream.format("odradek")
+        partitions = self._partitions_of(sink.topic) if sink.windowing is not None else None
+        writer = (self.planner.encode(plan, sink, partitions).writeStream.format("odradek")
                   .option("kafka.bootstrap.servers", self.config.bootstrap)
                   .option("kafka.partitioner", "murmur2_random")  # as Java clients and ksqlDB place keys
                   .option("topic", sink.topic)
+                  # the exactly-once sink's id: the same whatever the state dir is called
+                  .option("odradek.sink.id", f"odradek-sql/{self.config.service_id}/{query.id}")
                   .option("checkpointLocation", self.checkpoint_dir(query.id))
                   .queryName(query.id)
                   .trigger(processingTime=f"{self.config.trigger_interval_ms} milliseconds"))
@@ -550,13 +581,33 @@ def _serde(source: DataSource, registry):
     return key, value
 
 
+def _first_line(error: BaseException) -> str:
+    return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
+
+
 def _select_of(statement_text: str) -> ast.Select:
     statement = parse_with_text(statement_text)[0][0]
     return statement.query
 
 
 def _schema_text(columns) -> str:
-    return ", ".join(f"`{c.name}` {type_text(c.type)}{' KEY' if c.key else ''}" for c in columns)
+    return ", ".join(f"`{c.name}` {rest_type(c.type)}{' KEY' if c.key else ''}" for c in columns)
+
+
+def rest_type(t: ast.SqlType) -> str:
+    """A column type as ksqlDB's REST API writes it (its SqlType's text: STRING, INTEGER, ARRAY<STRING>,
+    STRUCT<`A` INTEGER>): ksqlDB's Java client reads the name before any '<' or '(' as its type's name."""
+    if isinstance(t, ast.PrimitiveType):
+        return "INTEGER" if t.name == "INT" else t.name
+    if isinstance(t, ast.DecimalType):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if isinstance(t, ast.ArrayType):
+        return f"ARRAY<{rest_type(t.element)}>"
+    if isinstance(t, ast.MapType):
+        return f"MAP<{rest_type(t.key)}, {rest_type(t.value)}>"
+    if isinstance(t, ast.StructType):
+        return "STRUCT<" + ", ".join(f"`{f.name}` {rest_type(f.type)}" for f in t.fields) + ">"
+    raise TypeError(f"not a column type: {t!r}")
 
 
 def _spark_session(config: EngineConfig):
@@ -584,7 +635,7 @@ def _spark_session(config: EngineConfig):
 
 
 def describe_schema(columns: tuple[SourceColumn, ...]) -> str:
-    """A query's schema as ksqlDB's /query header writes it."""
+    """A query's schema as ksqlDB's /query header writes it: `ID` STRING KEY, `N` INTEGER."""
     return _schema_text(columns)
 
 

@@ -177,7 +177,7 @@ class SparkJoin:
             if wake_at is not None:
                 # Spark fires the timeout once the watermark passes this: when stream time reaches wake_at
                 timeout = wake_at - self.step.spec.delay_ms - 1
-                if timeout >= max(watermark, 0):
+                if timeout >= max(watermark, 1):  # Spark takes only a positive timeout, not below the watermark
                     state.setTimeoutTimestamp(timeout)
         rows = [(join_key, *(j.left or (None,) * self.left_columns), *(j.right or (None,) * self.right_columns),
                  j.rowtime, j.tombstone) for j in joined]

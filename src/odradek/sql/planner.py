@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
+from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -26,6 +27,8 @@ from odradek.sql.aggregation import AGGREGATE_NAMES, GroupStep, SparkAggregation
 from odradek.sql.catalog import Catalog, CatalogError, DataSource, SourceColumn, Windowing
 from odradek.sql.joins import JoinSpec, JoinStep, SparkJoin
 from odradek.sql.parser import position
+from odradek.sql.partitioning import partition_for
+from odradek.sql.record_time import TimestampFormatError, check_timestamp_column, epoch_ms, strptime_format
 from odradek.sql.spark_types import UnsupportedType, from_spark, to_arrow_value, to_serde_value, to_spark
 
 log = logging.getLogger(__name__)
@@ -84,7 +87,9 @@ def check_formats(source: DataSource, registry_url: str | None) -> None:
         _formats(source, registry_url)
         for column in source.columns:
             to_spark(column.type)
-    except (serde.SerdeError, UnsupportedType) as e:
+        if source.timestamp_column is not None:
+            check_timestamp_column(source.column(source.timestamp_column).type, source.timestamp_format)
+    except (serde.SerdeError, UnsupportedType, TimestampFormatError) as e:
         raise PlanError(str(e)) from None
 
 
@@ -96,19 +101,6 @@ def decoded_schema(source: DataSource) -> T.StructType:
     if source.windowing is not None:
         fields += [T.StructField(WINDOWSTART, T.LongType(), True), T.StructField(WINDOWEND, T.LongType(), True)]
     return T.StructType(fields)
-
-
-def _timestamp_ms(value, fmt: str | None) -> int | None:
-    import datetime
-
-    if value is None:
-        return None
-    if isinstance(value, datetime.datetime):
-        return round(value.replace(tzinfo=datetime.UTC).timestamp() * 1000)
-    if isinstance(value, str):
-        parsed = datetime.datetime.strptime(value, fmt) if fmt else datetime.datetime.fromisoformat(value)
-        return _timestamp_ms(parsed, None)
-    return int(value)
 
 
 @dataclass
@@ -129,6 +121,7 @@ class RecordDecoder:
         arrow_schema = pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), f.nullable) for f in schema.fields])
         types = [c.type for c in source.columns]
         windowed = source.windowing is not None
+        strptime = strptime_format(source.timestamp_format) if source.timestamp_format else None
         for batch in batches:
             data = batch.to_pydict()
             rows = []
@@ -144,11 +137,11 @@ class RecordDecoder:
                     continue
                 row = dict(zip((c.name for c in source.key_columns), key_row.values, strict=False))
                 row.update(zip((c.name for c in source.value_columns), values or (), strict=False))
-                rowtime = _timestamp_ms(timestamp, None)
+                rowtime = epoch_ms(timestamp)
                 if source.timestamp_column is not None and values is not None:
                     try:
-                        rowtime = _timestamp_ms(row.get(source.timestamp_column), source.timestamp_format)
-                    except ValueError as e:
+                        rowtime = epoch_ms(row.get(source.timestamp_column), strptime)
+                    except (ValueError, TypeError, OverflowError) as e:
                         log.warning("skipping %s[%d]@%d: bad timestamp: %s", source.topic, partition, offset, e)
                         continue
                     if rowtime is None:
@@ -173,34 +166,52 @@ def _utc(ms: int):
 
 
 ENCODED_SCHEMA = T.StructType([T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-                               T.StructField("timestamp", T.LongType())])
+                               T.StructField("timestamp", T.LongType()), T.StructField("partition", T.IntegerType())])
 
 
 @dataclass
 class RecordEncoder:
-    """mapInArrow: a plan's rows as the sink's records (key, value, timestamp); a tombstone has a null value."""
+    """mapInArrow: a plan's rows as the sink's records (key, value, timestamp, partition); a tombstone has a
+    null value. A row that cannot be written (a value the format cannot hold, a table row without a key) is
+    skipped and logged, as ksqlDB's processing log records it, rather than failing the query over and over.
+    A windowed key goes to the partition of its key without the window, as Kafka Streams places it; other
+    keys are left to the producer's partitioner (murmur2, as Java clients)."""
 
     sink: DataSource
     registry_url: str | None
+    partitions: int | None = None  # the sink topic's partition count, for windowed keys
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key_format, value_format = _formats(self.sink, self.registry_url)
-        keys, values = self.sink.key_columns, self.sink.value_columns
+        inner_format = key_format
         windowed = self.sink.windowing is not None
+        if windowed:
+            inner_format, _ = _formats(replace(self.sink, windowing=None), self.registry_url)
+        keys, values = self.sink.key_columns, self.sink.value_columns
+        keyed = self.sink.kind == "TABLE"
         for batch in batches:
-            out_keys, out_values, out_times = [], [], []
+            out: tuple[list, ...] = ([], [], [], [])
             for row in batch.to_pylist():
                 key_values = [to_serde_value(row[c.name], c.type) for c in keys]
+                if keyed and any(v is None for v in key_values):
+                    log.warning("%s: skipping a row with a null key (a table's record needs a key)", self.sink.name)
+                    continue
                 start, end = (row[WINDOWSTART], row[WINDOWEND]) if windowed else (None, None)
-                out_keys.append(key_format.encode(key_values, start, end))
-                if row[TOMBSTONE]:
-                    out_values.append(None)
-                else:
-                    out_values.append(value_format.encode([to_serde_value(row[c.name], c.type) for c in values]))
-                out_times.append(row[ROWTIME])
+                try:
+                    key = key_format.encode(key_values, start, end)
+                    value = None if row[TOMBSTONE] else value_format.encode(
+                        [to_serde_value(row[c.name], c.type) for c in values])
+                    partition = None
+                    if windowed and self.partitions and key is not None:
+                        partition = partition_for(inner_format.encode(key_values), self.partitions)
+                except serde.SerdeError as e:
+                    log.warning("%s: skipping a row that cannot be written: %s", self.sink.name, e)
+                    continue
+                for column, item in zip(out, (key, value, row[ROWTIME], partition), strict=True):
+                    column.append(item)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_times, pa.int64())],
-                names=["key", "value", "timestamp"])
+                [pa.array(out[0], pa.binary()), pa.array(out[1], pa.binary()), pa.array(out[2], pa.int64()),
+                 pa.array(out[3], pa.int32())], names=["key", "value", "timestamp", "partition"])
 
 
 # ---------------------------------------------------------------- expressions
@@ -427,10 +438,17 @@ class Planner:
         raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
         return raw.mapInArrow(RecordDecoder(source, self.registry_url), decoded_schema(source))
 
-    def encode(self, plan: QueryPlan, sink: DataSource) -> DataFrame:
-        return plan.frame.mapInArrow(RecordEncoder(sink, self.registry_url), ENCODED_SCHEMA)
+    def encode(self, plan: QueryPlan, sink: DataSource, partitions: int | None = None) -> DataFrame:
+        return plan.frame.mapInArrow(RecordEncoder(sink, self.registry_url, partitions), ENCODED_SCHEMA)
 
     def plan(self, select: ast.Select, offset_reset: str, persistent: bool) -> QueryPlan:
+        try:
+            return self._plan(select, offset_reset, persistent)
+        except PySparkException as e:  # Spark's analysis refused an expression (a type mismatch, say)
+            message = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            raise PlanError(message) from None
+
+    def _plan(self, select: ast.Select, offset_reset: str, persistent: bool) -> QueryPlan:
         if select.joins:
             return self._join(select, offset_reset, persistent)
         source = self._source(select.source)

@@ -16,7 +16,7 @@ from odradek.sql import ast
 from odradek.sql.catalog import DataSource, SourceColumn
 from odradek.sql.materialized import MaterializedTable, TableRow
 from odradek.sql.planner import PlanError
-from odradek.sql.values import LiteralError, coerce, literal
+from odradek.sql.values import LiteralError, coerce, literal, to_json
 
 _VIEW_TIMEOUT_S = 30.0
 
@@ -63,7 +63,7 @@ def pull(select: ast.Select, source: DataSource, view: MaterializedTable) -> Pul
         values = _row_values(source, table_row)
         if select.where is not None and evaluate.value(select.where, values) is not True:
             continue
-        rows.append([evaluate.value(e, values) for _, e in items])
+        rows.append([to_json(evaluate.value(e, values)) for _, e in items])  # as push queries render them
         if select.limit is not None and len(rows) >= select.limit:
             break
     return PullResult(columns, rows)

@@ -31,8 +31,9 @@ _START_TIMEOUT_S = 120.0
 
 
 class PushQuery:
-    def __init__(self, plan: QueryPlan, limit: int | None, trigger_ms: int):
+    def __init__(self, plan: QueryPlan, limit: int | None, trigger_ms: int, statement: str = ""):
         self.id = f"transient_{'_'.join(plan.sources)}_{next(_ids)}_{int(time.time() * 1000)}"
+        self.statement = statement  # its text, for SHOW QUERIES
         self.columns: tuple[SourceColumn, ...] = plan.columns
         self.limit = limit
         self.rows: queue.Queue = queue.Queue()
@@ -125,6 +126,11 @@ class PrintTopic:
 
     def close(self) -> None:
         self.closed.set()
+
+    def discard(self) -> None:
+        """Close a PRINT whose lines were never read (its client left first, or asked the wrong endpoint)."""
+        self.closed.set()
+        self.consumer.close()
 
 
 def _text(data: bytes | None) -> str:

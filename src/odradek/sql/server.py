@@ -22,7 +22,7 @@ import logging
 from aiohttp import web
 
 from odradek.sql import ast
-from odradek.sql.engine import Engine, StatementError, describe_schema
+from odradek.sql.engine import Engine, StatementError, describe_schema, rest_type
 from odradek.sql.parser import SqlSyntaxError, parse
 from odradek.sql.planner import PlanError
 from odradek.sql.pull import pull
@@ -34,8 +34,8 @@ KSQL_CONTENT_TYPE = "application/vnd.ksql.v1+json"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 _BAD_STATEMENT = 40001
 _QUERY_ENDPOINT = 40002
-_NOT_FOUND = 40400
 _SERVER_ERROR = 50000
+_NOT_READY = 50301
 
 
 def _version() -> str:
@@ -65,7 +65,7 @@ class SqlServer:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.queries: dict[str, PushQuery | PrintTopic] = {}
-        self.app = web.Application(client_max_size=16 * 1024 * 1024)
+        self.app = web.Application(client_max_size=16 * 1024 * 1024, middlewares=[self._gate])
         self.app.add_routes([
             web.post("/ksql", self.ksql),
             web.post("/query", self.query),
@@ -74,6 +74,21 @@ class SqlServer:
             web.get("/info", self.info),
             web.get("/healthcheck", self.healthcheck),
         ])
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler):
+        """Statements wait for the catalog (503 until the command topic is read); an unexpected error is
+        one JSON line (500), not aiohttp's text page."""
+        if request.path not in ("/info", "/healthcheck") and not self.engine.ready.is_set():
+            return _error(503, _NOT_READY, "the server is not ready yet: it is reading its command topic")
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except Exception as e:
+            log.exception("%s %s failed", request.method, request.path)
+            line = next((text for text in str(e).splitlines() if text.strip()), type(e).__name__)
+            return _error(500, _SERVER_ERROR, line)
 
     async def ksql(self, request: web.Request) -> web.Response:
         try:
@@ -127,7 +142,7 @@ class SqlServer:
             raise StatementError("/query and /query-stream take exactly one SELECT or PRINT statement", text)
         return statements[0]
 
-    def _start(self, statement, properties: dict):
+    def _start(self, statement, properties: dict, text: str):
         """A pull result, a started push query, or a PRINT (blocking: run it in a thread)."""
         if isinstance(statement, ast.Print):
             return PrintTopic(statement, self.engine.client_config)
@@ -143,12 +158,22 @@ class SqlServer:
         self.engine.activate()
         with self.engine.lock:
             plan = self.engine.planner.plan(statement, self.engine.offset_reset(properties), persistent=False)
-        return PushQuery(plan, statement.limit, self.engine.config.trigger_interval_ms)
+        query = PushQuery(plan, statement.limit, self.engine.config.trigger_interval_ms, text)
+        self.engine.transient[query.id] = query
+        return query
+
+    def _discard(self, started) -> None:
+        """Stop a query whose stream never began: its client left while it started (blocking)."""
+        if isinstance(started, PushQuery):
+            self.engine.transient.pop(started.id, None)
+            started.close()
+        elif isinstance(started, PrintTopic):
+            started.discard()
 
     async def _open(self, text, properties):
         statement = self._parse_query(text)
         try:
-            return statement, await asyncio.to_thread(self._start, statement, properties)
+            return statement, await asyncio.to_thread(self._start, statement, properties, text)
         except (PlanError, LookupError, RuntimeError, TimeoutError) as e:
             raise StatementError(str(e), text) from None
 
@@ -163,15 +188,20 @@ class SqlServer:
             return _error(400, _BAD_STATEMENT, e.message, e.statement)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
-        await response.prepare(request)
+        header = None
+        if not isinstance(started, PrintTopic):
+            header = {"queryId": started.id if isinstance(started, PushQuery) else "",
+                      "schema": describe_schema(started.columns)}
+        try:
+            await response.prepare(request)
+            if header is not None:
+                await response.write(("[" + json.dumps({"header": header}) + ",\n").encode())
+        except ConnectionResetError:  # the client left while the query started
+            await asyncio.to_thread(self._discard, started)
+            return response
         if isinstance(started, PrintTopic):
             await self._stream(request, response, started, started.lines(), lambda line: line + "\n")
             return response
-        if isinstance(started, PushQuery):
-            header = {"queryId": started.id, "schema": describe_schema(started.columns)}
-        else:
-            header = {"queryId": "", "schema": describe_schema(started.columns)}
-        await response.write(("[" + json.dumps({"header": header}) + ",\n").encode())
         if isinstance(started, PushQuery):
             limited = await self._stream(request, response, started, started.results(),
                                          lambda row: json.dumps({"row": {"columns": row}}) + ",\n")
@@ -179,9 +209,8 @@ class SqlServer:
             await _write(response, json.dumps(final) + "]\n")
         else:
             rows = [json.dumps({"row": {"columns": row}}) for row in started.rows]
-            await response.write((",\n".join(rows) + ("\n" if rows else "") + "]\n").encode())
-        await response.write_eof()
-        return response
+            await _write(response, ",\n".join(rows) + ("\n" if rows else "") + "]\n")
+        return response  # aiohttp ends it, quietly when the client has left
 
     async def query_stream(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -191,7 +220,7 @@ class SqlServer:
                 raise StatementError("the request needs a 'sql' string")
             statement, started = await self._open(text, body.get("properties") or {})
             if isinstance(started, PrintTopic):
-                started.close()
+                await asyncio.to_thread(started.discard)
                 raise StatementError("PRINT is served by /query", text)
         except StatementError as e:
             return _error(400, _BAD_STATEMENT, e.message, e.statement)
@@ -199,25 +228,30 @@ class SqlServer:
             "Accept", "")
         response = web.StreamResponse(headers={"Content-Type": "application/json" if as_json else DELIMITED})
         response.enable_chunked_encoding()
-        await response.prepare(request)
         header = {"queryId": started.id if isinstance(started, PushQuery) else None,
                   "columnNames": [c.name for c in started.columns],
-                  "columnTypes": [describe_schema((c,)).split(" ", 1)[1].removesuffix(" KEY") for c in started.columns]}
+                  "columnTypes": [rest_type(c.type) for c in started.columns]}
         if as_json:
-            await response.write(("[" + json.dumps(header)).encode())
+            first = "[" + json.dumps(header)
             render = lambda row: ",\n" + json.dumps(row)  # noqa: E731
         else:
-            await response.write((json.dumps(header) + "\n").encode())
+            first = json.dumps(header) + "\n"
             render = lambda row: json.dumps(row) + "\n"  # noqa: E731
+        try:
+            await response.prepare(request)
+            await response.write(first.encode())
+        except ConnectionResetError:  # the client left while the query started
+            await asyncio.to_thread(self._discard, started)
+            return response
         if isinstance(started, PushQuery):
             await self._stream(request, response, started, started.results(), render)
         else:
             for row in started.rows:
-                await response.write(render(row).encode())
+                if not await _write(response, render(row)):
+                    break
         if as_json:
             await _write(response, "]\n")
-        await response.write_eof()
-        return response
+        return response  # aiohttp ends it, quietly when the client has left
 
     async def _stream(self, request, response, running, items, render) -> bool:
         """Write items until the source ends (True) or the client leaves (False); then stop the query."""
@@ -238,6 +272,7 @@ class SqlServer:
             return False
         finally:
             self.queries.pop(query_id, None)
+            self.engine.transient.pop(query_id, None)
             await asyncio.to_thread(running.close)
             iterator.close()  # a PRINT's generator closes its consumer
 
