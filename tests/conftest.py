@@ -20,6 +20,18 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=None, help="replay the randomized end-to-end tests with this seed")
 
 
+# Test files that take minutes, longest first. `make test` runs files on two workers (-n 2 --dist loadfile),
+# handing out files in collection order: these go first, so that no worker starts one of them last while the
+# other has finished.
+_LONG_FILES = ("tests/sql/test_sql_failures.py", "tests/sql/test_conformance.py", "tests/sql/test_rest_api.py",
+               "tests/sql/test_sql_examples.py", "tests/sql/test_functions.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(_LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: others keep their order
+
+
 @pytest.fixture
 def seed(request) -> int:
     """A fresh random seed, or the one given with --seed; tests put it in their failure messages."""

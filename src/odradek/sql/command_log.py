@@ -24,6 +24,7 @@ def command_topic_name(service_id: str) -> str:
 class CommandLog:
     def __init__(self, bootstrap: str, client_config: dict, topic: str, replication_factor: int = 3):
         self.topic = topic
+        self.transactional_id = f"odradek-sql-{topic}"
         self.client_config = {"bootstrap.servers": bootstrap, **client_config}
         self.replication_factor = replication_factor
         self.admin = AdminClient(dict(self.client_config))
@@ -66,10 +67,15 @@ class CommandLog:
             consumer.close()
 
     def append(self, commands: list[Command]) -> list[int]:
-        """Write the commands and wait until the cluster has them (acks=all); their offsets."""
+        """Write a statement's commands in one transaction (all or none) and return their offsets.
+
+        The transactional id is the service's, so a server that starts fences any earlier one still writing
+        under the same service id; a write that fails or times out is aborted, never applied later.
+        """
         if self.producer is None:
-            self.producer = Producer({**self.client_config, "enable.idempotence": True, "acks": "all",
-                                      "linger.ms": 0})
+            self.producer = Producer({**self.client_config, "transactional.id": self.transactional_id,
+                                      "acks": "all", "linger.ms": 0})
+            self.producer.init_transactions(_TIMEOUT_S)
         errors: list = []
         offsets: dict[int, int] = {}
 
@@ -81,14 +87,27 @@ class CommandLog:
                     offsets[index] = message.offset()
             return callback
 
-        for index, command in enumerate(commands):
-            key, value = encode_command(command)
-            self.producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=delivered(index))
-        if self.producer.flush(_TIMEOUT_S):
-            raise TimeoutError(f"the command topic {self.topic} did not take the command within {_TIMEOUT_S:g}s")
-        if errors:
-            raise KafkaException(errors[0])
+        self.producer.begin_transaction()
+        try:
+            for index, command in enumerate(commands):
+                key, value = encode_command(command)
+                self.producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=delivered(index))
+            if self.producer.flush(_TIMEOUT_S):
+                raise TimeoutError(f"the command topic {self.topic} did not take the command within "
+                                   f"{_TIMEOUT_S:g}s")
+            if errors:
+                raise KafkaException(errors[0])
+            self.producer.commit_transaction(_TIMEOUT_S)
+        except BaseException:
+            self._abort()
+            raise
         return [offsets[i] for i in range(len(commands))]
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(_TIMEOUT_S)
+        except KafkaException:  # fenced, or the transaction is beyond saving: start over with a new producer
+            self.producer = None
 
     def close(self) -> None:
         if self.producer is not None:

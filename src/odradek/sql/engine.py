@@ -611,6 +611,10 @@ def rest_type(t: ast.SqlType) -> str:
 
 
 def _spark_session(config: EngineConfig):
+    # Spark hands timestamps to Python as naive local times: make local time UTC, in this process and the
+    # Python workers it starts, so push query rows show the same instants as pull queries.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     # Spark's Python workers must run this interpreter, the one with odradek installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

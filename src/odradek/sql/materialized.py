@@ -61,32 +61,38 @@ class MaterializedTable:
                          "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
 
     def _run(self) -> None:
-        consumer = self._consumer()
+        """Read until closed; a failure (the cluster away) is logged and reading resumes where it was."""
+        while not self.stopping.is_set():
+            consumer = self._consumer()
+            try:
+                self._read(consumer)
+            except Exception as e:
+                log.warning("materializing %s: %s; resuming in a second", self.source.name, e)
+                self.stopping.wait(1.0)
+            finally:
+                consumer.close()
+
+    def _read(self, consumer: Consumer) -> None:
         assigned: set[int] = set()
-        try:
-            while not self.stopping.is_set():
-                metadata = consumer.list_topics(self.source.topic, timeout=10)
-                topic = metadata.topics.get(self.source.topic)
-                partitions = set(topic.partitions) if topic is not None and not topic.error else set()
-                if partitions - assigned:
-                    assigned |= partitions
-                    consumer.assign([TopicPartition(self.source.topic, p, self.positions.get(p, 0))
-                                     for p in sorted(assigned)])
-                deadline = time.monotonic() + 5
-                while time.monotonic() < deadline and not self.stopping.is_set():
-                    for message in consumer.consume(500, _POLL_S):
-                        self._apply(message)
-                    # the position passes transaction markers too, which are never delivered
-                    positions = consumer.position([TopicPartition(self.source.topic, p) for p in assigned])
-                    with self.changed:
-                        for tp in positions:
-                            if tp.offset >= 0:
-                                self.positions[tp.partition] = tp.offset
-                        self.changed.notify_all()
-        except Exception:  # a reader that stops would leave pull queries waiting: say why
-            log.exception("materializing %s stopped", self.source.name)
-        finally:
-            consumer.close()
+        while not self.stopping.is_set():
+            metadata = consumer.list_topics(self.source.topic, timeout=10)
+            topic = metadata.topics.get(self.source.topic)
+            partitions = set(topic.partitions) if topic is not None and not topic.error else set()
+            if partitions - assigned:
+                assigned |= partitions
+                consumer.assign([TopicPartition(self.source.topic, p, self.positions.get(p, 0))
+                                 for p in sorted(assigned)])
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not self.stopping.is_set():
+                for message in consumer.consume(500, _POLL_S):
+                    self._apply(message)
+                # the position passes transaction markers too, which are never delivered
+                positions = consumer.position([TopicPartition(self.source.topic, p) for p in assigned])
+                with self.changed:
+                    for tp in positions:
+                        if tp.offset >= 0:
+                            self.positions[tp.partition] = tp.offset
+                    self.changed.notify_all()
 
     def _apply(self, message) -> None:
         if message.error():
