@@ -550,3 +550,13 @@ def test_errors_name_the_right_token_when_parsing_concurrently():
             assert result.endswith("expected an expression after WHERE, found end of input"), result
         else:
             assert result.endswith(f"expected ';' after '10', found 'junk{i}'"), result
+
+
+def test_parse_with_text_pairs_each_statement_with_its_own_text():
+    from odradek.sql.parser import parse_with_text
+
+    text = "CREATE STREAM s (a INT) WITH (KAFKA_TOPIC='a;b');; -- a comment; with a semicolon\n SELECT a FROM s"
+    pairs = parse_with_text(text)
+    assert [type(statement).__name__ for statement, _ in pairs] == ["CreateSource", "Select"]
+    assert pairs[0][1] == "CREATE STREAM s (a INT) WITH (KAFKA_TOPIC='a;b');"
+    assert pairs[1][1].endswith("SELECT a FROM s;")

@@ -184,8 +184,8 @@ def test_kafka_supports_one_column():
     [
         (BOOLEAN, "BOOLEAN"),
         (DecimalType(4, 2), "DECIMAL(4, 2)"),
-        (ArrayType(INT), "ARRAY<INT>"),
-        (StructType((StructField("F", INT),)), "STRUCT<`F` INT>"),
+        (ArrayType(INT), "ARRAY<INTEGER>"),
+        (StructType((StructField("F", INT),)), "STRUCT<`F` INTEGER>"),
         (DATE, "DATE"),
         (TIME, "TIME"),
         (TIMESTAMP, "TIMESTAMP"),
@@ -195,7 +195,7 @@ def test_kafka_refuses_types_it_has_no_serializer_for(sql_type, text):
     with pytest.raises(SerdeError) as excinfo:
         value_format("KAFKA", cols(sql_type))
     assert one_line_error(excinfo) == f"VALUE_FORMAT KAFKA does not support column C0 of type {text}"
-    with pytest.raises(SerdeError, match="MAP<STRING, INT>"):
+    with pytest.raises(SerdeError, match="MAP<STRING, INTEGER>"):
         value_format("KAFKA", cols(MapType(STRING, INT)))
 
 
@@ -329,11 +329,11 @@ def test_json_coerces_as_ksqldb(sql_type, node, value):
         (DATE, 1 << 40, "V: 1099511627776 days from 1970-01-01 is out of range for DATE"),
         (BYTES, "a b", "V: cannot read the text as Base64"),
         (BYTES, 5, "V: expected BYTES (Base64 text), got a number"),
-        (ArrayType(INT), {"a": 1}, "V: expected ARRAY<INT>, got an object"),
+        (ArrayType(INT), {"a": 1}, "V: expected ARRAY<INTEGER>, got an object"),
         (ArrayType(INT), [1, "x"], "V[1]: cannot read the text as INT"),
         (MapType(STRING, INT), {"a": "x"}, "V['a']: cannot read the text as INT"),
         (ADDRESS, {"zip": "x"}, "V.ZIP: cannot read the text as INT"),
-        (ADDRESS, "Oslo", "V: expected STRUCT<`CITY` STRING, `ZIP` INT>, got a string"),
+        (ADDRESS, "Oslo", "V: expected STRUCT<`CITY` STRING, `ZIP` INTEGER>, got a string"),
     ],
 )
 def test_json_values_ksqldb_cannot_read_are_errors(sql_type, node, reason):
@@ -349,8 +349,8 @@ def test_json_values_ksqldb_cannot_read_are_errors(sql_type, node, reason):
         (b"{", "not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
         (b'{"V": NaN}', "not valid JSON: NaN is not JSON"),
         (b"\xff", "not UTF-8 text"),
-        (b"[1]", "expected STRUCT<`V` INT>, got an array"),
-        (b"7", "expected STRUCT<`V` INT>, got a number"),
+        (b"[1]", "expected STRUCT<`V` INTEGER>, got an array"),
+        (b"7", "expected STRUCT<`V` INTEGER>, got a number"),
     ],
 )
 def test_json_records_that_are_not_json_objects_are_errors(data, reason):
@@ -438,7 +438,7 @@ def test_json_strings_are_escaped_as_jackson_does():
         (
             Column("V", ADDRESS),
             {"CITY": "x", "STREET": "y"},
-            "V: STRUCT<`CITY` STRING, `ZIP` INT> has no field 'STREET'",
+            "V: STRUCT<`CITY` STRING, `ZIP` INTEGER> has no field 'STREET'",
         ),
         (Column("V", MapType(STRING, INT)), {1: 1}, "V[1]: expected a str for STRING, got int"),
     ],
@@ -968,18 +968,18 @@ def test_none_is_a_key_format_for_keyless_streams():
         ),
         (
             lambda: key_format("JSON", cols(MapType(STRING, INT))),
-            "KEY_FORMAT JSON does not support MAP in key columns: column C0 is MAP<STRING, INT>",
+            "KEY_FORMAT JSON does not support MAP in key columns: column C0 is MAP<STRING, INTEGER>",
         ),
         (
             lambda: key_format(
                 "JSON", cols(ArrayType(StructType((StructField("F", MapType(STRING, INT)),))))
             ),
             "KEY_FORMAT JSON does not support MAP in key columns: "
-            "column C0 is ARRAY<STRUCT<`F` MAP<STRING, INT>>>",
+            "column C0 is ARRAY<STRUCT<`F` MAP<STRING, INTEGER>>>",
         ),
         (
             lambda: value_format("JSON", cols(MapType(INT, DOUBLE))),
-            "VALUE_FORMAT JSON supports only MAPs with STRING keys: column C0 is MAP<INT, DOUBLE>",
+            "VALUE_FORMAT JSON supports only MAPs with STRING keys: column C0 is MAP<INTEGER, DOUBLE>",
         ),
         (
             lambda: value_format("JSON", cols(INT, INT), {"WRAP_SINGLE_VALUE": False}),

@@ -53,6 +53,28 @@ class StructType(SqlType):
     fields: tuple[StructField, ...]
 
 
+_REST_NAMES = {"STRING": "STRING", "INT": "INTEGER"}
+_SQL_NAMES = {"STRING": "VARCHAR"}
+
+
+def type_text(t: SqlType, rest: bool = False) -> str:
+    """A column type as text: as SQL writes it (VARCHAR, INT; DESCRIBE, errors), or with `rest` as ksqlDB's REST
+    API names it (STRING, INTEGER, struct fields back-quoted), which ksqlDB's clients parse."""
+    names = _REST_NAMES if rest else _SQL_NAMES
+    if isinstance(t, PrimitiveType):
+        return names.get(t.name, t.name)
+    if isinstance(t, DecimalType):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if isinstance(t, ArrayType):
+        return f"ARRAY<{type_text(t.element, rest)}>"
+    if isinstance(t, MapType):
+        return f"MAP<{type_text(t.key, rest)}, {type_text(t.value, rest)}>"
+    if isinstance(t, StructType):
+        quote = "`" if rest else ""
+        return "STRUCT<" + ", ".join(f"{quote}{f.name}{quote} {type_text(f.type, rest)}" for f in t.fields) + ">"
+    return repr(t)
+
+
 # ---------------------------------------------------------------- expressions
 
 

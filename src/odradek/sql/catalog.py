@@ -12,13 +12,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from odradek.sql import ast
-
-WINDOW_KINDS = ("TUMBLING", "HOPPING", "SESSION")
+from odradek.sql import ast, serde
 
 
 class CatalogError(ValueError):
-    """A statement that conflicts with what exists (a name taken, a source in use, an unknown name)."""
+    """A name that the catalog does not hold."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,15 @@ class DataSource:
 
     def column(self, name: str) -> SourceColumn | None:
         return next((c for c in self.columns if c.name == name), None)
+
+    def formats(self, registry: serde.RegistryClient | None) -> tuple[serde.KeyFormat, serde.ValueFormat]:
+        """The serde of its keys and values (SerdeError when its columns do not fit its formats)."""
+        window = self.windowing.kind if self.windowing else None
+        key = serde.key_format(self.key_format, [serde.Column(c.name, c.type) for c in self.key_columns], window,
+                               self.properties, registry, self.topic)
+        value = serde.value_format(self.value_format, [serde.Column(c.name, c.type) for c in self.value_columns],
+                                   self.properties, registry, self.topic)
+        return key, value
 
 
 @dataclass(frozen=True)
@@ -170,18 +177,3 @@ def decode_command(key: bytes, value: bytes | None) -> Command:
         data["sources"] = tuple(data["sources"])
         return Command(text, PersistentQuery(**data))
     raise ValueError(f"unknown command type {kind!r}")
-
-
-def type_text(t: ast.SqlType) -> str:
-    """A column type as SQL writes it (DESCRIBE, SHOW)."""
-    if isinstance(t, ast.PrimitiveType):
-        return "VARCHAR" if t.name == "STRING" else t.name
-    if isinstance(t, ast.DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    if isinstance(t, ast.ArrayType):
-        return f"ARRAY<{type_text(t.element)}>"
-    if isinstance(t, ast.MapType):
-        return f"MAP<{type_text(t.key)}, {type_text(t.value)}>"
-    if isinstance(t, ast.StructType):
-        return "STRUCT<" + ", ".join(f"{f.name} {type_text(f.type)}" for f in t.fields) + ">"
-    raise TypeError(f"not a column type: {t!r}")

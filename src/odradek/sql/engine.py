@@ -22,7 +22,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.sql import ast, serde
-from odradek.sql.catalog import Catalog, Command, DataSource, PersistentQuery, SourceColumn, type_text
+from odradek.sql.ast import type_text
+from odradek.sql.catalog import Catalog, Command, DataSource, PersistentQuery, SourceColumn
 from odradek.sql.command_log import CommandLog, command_topic_name
 from odradek.sql.materialized import MaterializedTable
 from odradek.sql.parser import SqlSyntaxError, parse_with_text
@@ -394,7 +395,7 @@ class Engine:
         row = {n: coerce(literal(e), target.column(n).type, n) for n, e in given.items()}
         if target.kind == "TABLE" and any(row.get(c.name) is None for c in target.key_columns):
             raise StatementError("Failed to insert values into a table: the PRIMARY KEY must not be null")
-        key_format, value_format = _serde(target, self.registry)
+        key_format, value_format = target.formats(self.registry)
         key = key_format.encode([row.get(c.name) for c in target.key_columns])
         value = value_format.encode([row.get(c.name) for c in target.value_columns])
         if rowtime is None and target.timestamp_column is not None:
@@ -572,15 +573,6 @@ class Engine:
         self.views[source.name] = MaterializedTable(source, self.client_config, self.registry)
 
 
-def _serde(source: DataSource, registry):
-    window = source.windowing.kind if source.windowing else None
-    key = serde.key_format(source.key_format, [serde.Column(c.name, c.type) for c in source.key_columns], window,
-                           source.properties, registry, source.topic)
-    value = serde.value_format(source.value_format, [serde.Column(c.name, c.type) for c in source.value_columns],
-                               source.properties, registry, source.topic)
-    return key, value
-
-
 def _first_line(error: BaseException) -> str:
     return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
@@ -591,23 +583,7 @@ def _select_of(statement_text: str) -> ast.Select:
 
 
 def _schema_text(columns) -> str:
-    return ", ".join(f"`{c.name}` {rest_type(c.type)}{' KEY' if c.key else ''}" for c in columns)
-
-
-def rest_type(t: ast.SqlType) -> str:
-    """A column type as ksqlDB's REST API writes it (its SqlType's text: STRING, INTEGER, ARRAY<STRING>,
-    STRUCT<`A` INTEGER>): ksqlDB's Java client reads the name before any '<' or '(' as its type's name."""
-    if isinstance(t, ast.PrimitiveType):
-        return "INTEGER" if t.name == "INT" else t.name
-    if isinstance(t, ast.DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    if isinstance(t, ast.ArrayType):
-        return f"ARRAY<{rest_type(t.element)}>"
-    if isinstance(t, ast.MapType):
-        return f"MAP<{rest_type(t.key)}, {rest_type(t.value)}>"
-    if isinstance(t, ast.StructType):
-        return "STRUCT<" + ", ".join(f"`{f.name}` {rest_type(f.type)}" for f in t.fields) + ">"
-    raise TypeError(f"not a column type: {t!r}")
+    return ", ".join(f"`{c.name}` {type_text(c.type, rest=True)}{' KEY' if c.key else ''}" for c in columns)
 
 
 def _spark_session(config: EngineConfig):

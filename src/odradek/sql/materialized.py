@@ -37,12 +37,7 @@ class MaterializedTable:
     def __init__(self, source: DataSource, client_config: dict, registry: serde.RegistryClient | None):
         self.source = source
         self.client_config = client_config
-        window = source.windowing.kind if source.windowing else None
-        self.key_format = serde.key_format(source.key_format, [serde.Column(c.name, c.type) for c in source.key_columns],
-                                           window, source.properties, registry, source.topic)
-        self.value_format = serde.value_format(source.value_format,
-                                               [serde.Column(c.name, c.type) for c in source.value_columns],
-                                               source.properties, registry, source.topic)
+        self.key_format, self.value_format = source.formats(registry)
         self.admin = AdminClient(dict(client_config))
         self.rows: dict[tuple, TableRow] = {}
         self.positions: dict[int, int] = {}

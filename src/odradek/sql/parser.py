@@ -16,6 +16,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.lexer import PatternStr
 
 from odradek.sql import ast
+from odradek.sql.statement_text import split_statements
 
 __all__ = ["SqlSyntaxError", "parse", "parse_with_text", "position"]
 
@@ -654,33 +655,9 @@ def position(name: str) -> tuple[int, int] | None:
     return None if line is None else (line, name.column)
 
 
-def _statement_spans(text: str) -> list[str]:
-    """The text between top-level semicolons (outside strings, quoted identifiers and comments)."""
-    spans, start, i = [], 0, 0
-    while i < len(text):
-        c = text[i]
-        if c in "'`":
-            end = text.find(c, i + 1)
-            while end != -1 and text.startswith(c, end + 1):  # a doubled quote is an escaped one
-                end = text.find(c, end + 2)
-            i = len(text) if end == -1 else end + 1
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            i = len(text) if end == -1 else end + 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = len(text) if end == -1 else end + 2
-        elif c == ";":
-            spans.append(text[start:i])
-            start = i = i + 1
-        else:
-            i += 1
-    spans.append(text[start:])
-    return spans
-
-
 def parse_with_text(text: str) -> list[tuple[ast.Statement, str]]:
     """Parse statements, each with its own text (trimmed, with its semicolon), as the command topic keeps it."""
     statements = parse(text)
-    texts = [span.strip() + ";" for span in _statement_spans(text) if parse(span)]
+    complete, rest, _ = split_statements(text)
+    texts = [t for t in complete if parse(t)] + ([rest.strip() + ";"] if parse(rest) else [])
     return list(zip(statements, texts, strict=True))

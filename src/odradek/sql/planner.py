@@ -67,18 +67,8 @@ class QueryPlan:
 # ---------------------------------------------------------------- records in and out
 
 
-def _serde_columns(columns) -> list[serde.Column]:
-    return [serde.Column(c.name, c.type) for c in columns]
-
-
 def _formats(source: DataSource, registry_url: str | None):
-    registry = serde.HttpRegistryClient(registry_url) if registry_url else None
-    window = source.windowing.kind if source.windowing else None
-    key = serde.key_format(source.key_format, _serde_columns(source.key_columns), window, source.properties,
-                           registry, source.topic)
-    value = serde.value_format(source.value_format, _serde_columns(source.value_columns), source.properties,
-                               registry, source.topic)
-    return key, value
+    return source.formats(serde.HttpRegistryClient(registry_url) if registry_url else None)
 
 
 def check_formats(source: DataSource, registry_url: str | None) -> None:

@@ -252,7 +252,7 @@ def key_format(
             # ksqlDB refuses them: a map's entries have no fixed order, so equal keys could differ in bytes
             raise SerdeError(
                 f"KEY_FORMAT {fmt} does not support MAP in key columns: column {column.name} is "
-                f"{_type_text(column.type)}"
+                f"{ast.type_text(column.type, rest=True)}"
             )
     codec = _codec(fmt, "KEY", columns, len(columns) != 1, properties, registry, f"{topic}-key")
     return KeyFormat(fmt, columns, window, codec)
@@ -342,7 +342,7 @@ def _codec(
             if isinstance(t, ast.MapType) and t.key != ast.PrimitiveType("STRING"):
                 raise SerdeError(
                     f"{role}_FORMAT {fmt} supports only MAPs with STRING keys: column {column.name} is "
-                    f"{_type_text(column.type)}"
+                    f"{ast.type_text(column.type, rest=True)}"
                 )
     if fmt == "JSON":
         return _Json(columns, wrapped, None)
@@ -400,7 +400,7 @@ def _refuse_types(fmt: str, role: str, columns: tuple[Column, ...], supported: C
     for column in columns:
         if not supported(column.type):
             raise SerdeError(
-                f"{role}_FORMAT {fmt} does not support column {column.name} of type {_type_text(column.type)}"
+                f"{role}_FORMAT {fmt} does not support column {column.name} of type {ast.type_text(column.type, rest=True)}"
             )
 
 
@@ -460,20 +460,6 @@ def _types_in(t: ast.SqlType):
         yield None  # not a known type: _codec refuses the column
 
 
-def _type_text(t: ast.SqlType) -> str:
-    if isinstance(t, ast.PrimitiveType):
-        return t.name
-    if isinstance(t, ast.DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    if isinstance(t, ast.ArrayType):
-        return f"ARRAY<{_type_text(t.element)}>"
-    if isinstance(t, ast.MapType):
-        return f"MAP<{_type_text(t.key)}, {_type_text(t.value)}>"
-    if isinstance(t, ast.StructType):
-        return "STRUCT<" + ", ".join(f"`{f.name}` {_type_text(f.type)}" for f in t.fields) + ">"
-    return repr(t)
-
-
 def _row_type(columns: tuple[Column, ...]) -> ast.StructType:
     """A wrapped row is read and written as the struct of its columns."""
     return ast.StructType(tuple(ast.StructField(c.name, c.type) for c in columns))
@@ -506,13 +492,13 @@ def _fit_decimal(value: Decimal, t: ast.DecimalType, path: str) -> Decimal:
     if not value.is_finite():
         raise _bad(path, f"{value} is not a DECIMAL")
     if abs(value) >= Decimal(10) ** (t.precision - t.scale):
-        raise _bad(path, f"{value} does not fit {_type_text(t)}")
+        raise _bad(path, f"{value} does not fit {ast.type_text(t, rest=True)}")
     try:
         fitted = value.quantize(Decimal(1).scaleb(-t.scale), context=Context(prec=max(t.precision, 1)))
     except InvalidOperation:
-        raise _bad(path, f"{value} does not fit {_type_text(t)}") from None
+        raise _bad(path, f"{value} does not fit {ast.type_text(t, rest=True)}") from None
     if fitted != value:
-        raise _bad(path, f"{value} does not fit {_type_text(t)} without rounding")
+        raise _bad(path, f"{value} does not fit {ast.type_text(t, rest=True)} without rounding")
     return fitted.copy_abs() if fitted == 0 else fitted  # Java's BigDecimal has no negative zero
 
 
@@ -593,7 +579,7 @@ def _parse_integer(text: str, name: str, path: str) -> int:
 
 def _parse_decimal(text: str, t: ast.DecimalType, path: str) -> Decimal:
     if not _JAVA_DECIMAL.fullmatch(text):
-        raise _bad(path, f"cannot read the text as {_type_text(t)}")
+        raise _bad(path, f"cannot read the text as {ast.type_text(t, rest=True)}")
     return _fit_decimal(Decimal(text), t, path)
 
 
@@ -619,24 +605,24 @@ def _wire(value: Any, t: ast.SqlType, path: str) -> Any:
         return None
     if isinstance(t, ast.DecimalType):
         if isinstance(value, bool) or not isinstance(value, Decimal | int):
-            raise _bad(path, f"expected a Decimal for {_type_text(t)}, got {type(value).__name__}")
+            raise _bad(path, f"expected a Decimal for {ast.type_text(t, rest=True)}, got {type(value).__name__}")
         return _fit_decimal(Decimal(value), t, path)
     if isinstance(t, ast.ArrayType):
         if not isinstance(value, list | tuple):
-            raise _bad(path, f"expected a list for {_type_text(t)}, got {type(value).__name__}")
+            raise _bad(path, f"expected a list for {ast.type_text(t, rest=True)}, got {type(value).__name__}")
         return [_wire(item, t.element, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(t, ast.MapType):
         if not isinstance(value, Mapping):
-            raise _bad(path, f"expected a dict for {_type_text(t)}, got {type(value).__name__}")
+            raise _bad(path, f"expected a dict for {ast.type_text(t, rest=True)}, got {type(value).__name__}")
         return {
             _wire(k, t.key, f"{path}[{k!r}]"): _wire(v, t.value, f"{path}[{k!r}]") for k, v in value.items()
         }
     if isinstance(t, ast.StructType):
         if not isinstance(value, Mapping):
-            raise _bad(path, f"expected a dict for {_type_text(t)}, got {type(value).__name__}")
+            raise _bad(path, f"expected a dict for {ast.type_text(t, rest=True)}, got {type(value).__name__}")
         unknown = set(value) - {f.name for f in t.fields}
         if unknown:
-            raise _bad(path, f"{_type_text(t)} has no field {sorted(map(str, unknown))[0]!r}")
+            raise _bad(path, f"{ast.type_text(t, rest=True)} has no field {sorted(map(str, unknown))[0]!r}")
         return {f.name: _wire(value.get(f.name), f.type, _at(path, f.name)) for f in t.fields}
     return _WIRE_PRIMITIVES[t.name](value, path)
 
@@ -857,7 +843,7 @@ def _from_json(node: Any, t: ast.SqlType, path: str) -> Any:
     elif isinstance(node, dict):
         fields = _match_fields(node, [f.name for f in t.fields])
         return {f.name: _from_json(fields.get(f.name), f.type, _at(path, f.name)) for f in t.fields}
-    raise _bad(path, f"expected {_type_text(t)}, got {_json_kind(node)}")
+    raise _bad(path, f"expected {ast.type_text(t, rest=True)}, got {_json_kind(node)}")
 
 
 def _match_fields(source: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
@@ -1279,7 +1265,7 @@ def _from_avro(value: Any, t: ast.SqlType, path: str) -> Any:
     elif isinstance(value, dict):
         fields = _match_fields(value, [f.name for f in t.fields])
         return {f.name: _from_avro(fields.get(f.name), f.type, _at(path, f.name)) for f in t.fields}
-    raise _bad(path, f"expected {_type_text(t)}, got Avro {_avro_kind(value)}")
+    raise _bad(path, f"expected {ast.type_text(t, rest=True)}, got Avro {_avro_kind(value)}")
 
 
 def _avro_mismatch(value: Any, name: str, path: str) -> _Bad:
@@ -1378,7 +1364,7 @@ def _avro_datum(wire: Any, t: ast.SqlType, schema: Any, named: dict, path: str) 
         branches = [named.get(b, b) if isinstance(b, str) else b for b in schema]
         schema = next((b for b in branches if isinstance(b, dict) and b.get("type") in kinds), None)
         if schema is None:
-            raise _bad(path, f"the Avro schema has no branch for {_type_text(t)}")
+            raise _bad(path, f"the Avro schema has no branch for {ast.type_text(t, rest=True)}")
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(t, ast.StructType) and kind == "record":
         by_avro_name = {_avro_name(f.name): f for f in t.fields}

@@ -22,7 +22,8 @@ import logging
 from aiohttp import web
 
 from odradek.sql import ast
-from odradek.sql.engine import Engine, StatementError, describe_schema, rest_type
+from odradek.sql.ast import type_text
+from odradek.sql.engine import Engine, StatementError, describe_schema
 from odradek.sql.parser import SqlSyntaxError, parse
 from odradek.sql.planner import PlanError
 from odradek.sql.pull import pull
@@ -230,7 +231,7 @@ class SqlServer:
         response.enable_chunked_encoding()
         header = {"queryId": started.id if isinstance(started, PushQuery) else None,
                   "columnNames": [c.name for c in started.columns],
-                  "columnTypes": [rest_type(c.type) for c in started.columns]}
+                  "columnTypes": [type_text(c.type, rest=True) for c in started.columns]}
         if as_json:
             first = "[" + json.dumps(header)
             render = lambda row: ",\n" + json.dumps(row)  # noqa: E731
