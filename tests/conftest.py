@@ -24,7 +24,8 @@ def pytest_addoption(parser):
 # handing out files in collection order: these go first, so that no worker starts one of them last while the
 # other has finished.
 _LONG_FILES = ("tests/sql/test_sql_failures.py", "tests/sql/test_conformance.py", "tests/sql/test_rest_api.py",
-               "tests/sql/test_sql_examples.py", "tests/sql/test_functions.py")
+               "tests/sql/test_sql_examples.py", "tests/sql/test_sql_on_reference_kafka.py",
+               "tests/sql/test_functions.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
