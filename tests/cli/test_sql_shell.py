@@ -81,9 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         if answer.hold:
-            time.sleep(0.2)
+            time.sleep(1.0)  # let the shell print the row first (TODO: wait for it instead of sleeping)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-            self.connection.settimeout(3)
+            self.connection.settimeout(60)
             try:
                 if self.rfile.read(1) == b"":
                     canned.hung_up.set()
@@ -285,7 +285,7 @@ def test_ctrl_c_stops_a_push_query_by_hanging_up_and_the_prompt_goes_on(canned, 
     out = capsys.readouterr().out
     assert "|1            |/a              |\n+-------------+----------------+\nQuery terminated\n" in out
     assert " PAGEVIEWS " in out
-    assert canned.hung_up.wait(3)
+    assert canned.hung_up.wait(60)  # a bound for a loaded machine: it is set as soon as the server sees the hang-up
 
 
 def test_print_streams_the_topics_lines(canned, capsys):
