@@ -238,13 +238,18 @@ class GroupStep:
     def _results(self, accs: list) -> tuple:
         return tuple(agg.result(acc) for agg, acc in zip(self.aggregates, accs, strict=False))
 
-    def _unwindowed(self, state, records):
+    def _fold(self, state, records) -> tuple[list, int, bool]:
+        """The accumulators and latest ROWTIME after the records, and whether there was any."""
         accs, rowtime = state or ([agg.initial() for agg in self.aggregates], 0)
         seen = False
         for record in records:
             accs = self._accumulate(accs, record)
             rowtime = max(rowtime, record.rowtime)
             seen = True
+        return accs, rowtime, seen
+
+    def _unwindowed(self, state, records):
+        accs, rowtime, seen = self._fold(state, records)
         emits = [Emit(None, None, self._results(accs), rowtime)] if seen else []
         return emits, (accs, rowtime), None
 
@@ -255,12 +260,7 @@ class GroupStep:
             if state is not None and self.emit_final:
                 return [Emit(start, end, self._results(state[0]), state[1])], None, None
             return [], None, None  # every record of this batch is late: its window has closed
-        accs, rowtime = state or ([agg.initial() for agg in self.aggregates], 0)
-        seen = False
-        for record in records:
-            accs = self._accumulate(accs, record)
-            rowtime = max(rowtime, record.rowtime)
-            seen = True
+        accs, rowtime, seen = self._fold(state, records)
         if not seen:
             return [], state, closes_at
         emits = [] if self.emit_final else [Emit(start, end, self._results(accs), rowtime)]
