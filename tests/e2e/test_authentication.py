@@ -295,7 +295,8 @@ def test_librdkafka_re_authenticates_and_goes_on_producing(secured):
 def test_kafka_python_with_a_wrong_password_gets_an_authentication_error(secured, caplog):
     way = Secured("SASLTLS", "SASL_SSL", "SCRAM-SHA-512", "dave", "wrong")
     with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaPythonError):
-        KafkaProducer(request_timeout_ms=5000, max_block_ms=5000, **kafka_python_settings(secured, way))
+        KafkaProducer(request_timeout_ms=5000, max_block_ms=5000, bootstrap_timeout_ms=5000,
+                      **kafka_python_settings(secured, way))
     # kafka-python logs the refusal and retries until its bootstrap times out
     assert "SaslAuthenticationFailedError: Authentication failed during authentication due to invalid " \
            "credentials with SASL mechanism SCRAM-SHA-512" in caplog.text

@@ -166,7 +166,7 @@ def read_table(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[tupl
         consumer.close()
 
 
-def wait_for(predicate, timeout_s: float = 120.0, what: str = "the condition"):
+def wait_for(predicate, timeout_s: float = 120.0, what: str = "the condition", interval_s: float = 0.3):
     """Poll until predicate() returns something truthy; return it."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -174,4 +174,4 @@ def wait_for(predicate, timeout_s: float = 120.0, what: str = "the condition"):
         if result:
             return result
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+        time.sleep(interval_s)

@@ -18,13 +18,30 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
+from tests.conftest import NodeProcess
+from tests.registry.conftest import registry_settings, wait_until_serving
 from tests.sql.server_process import SqlServerProcess, read_table, wait_for
+from tests.sql.test_protobuf import message_class
 
 pytest.importorskip("pyspark")
 
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 ROWTIME_MS = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
+
+
+@pytest.fixture(scope="module")
+def shared_node(tmp_path_factory):
+    """The module's node, serving a schema registry too (for the AVRO and PROTOBUF formats)."""
+    node = NodeProcess(tmp_path_factory.mktemp("shared") / "data", settings=registry_settings()).start()
+    node.registry_url = node.settings["schema.registry.listener"]
+    wait_until_serving(node.registry_url, log_text=node.log_text)
+    yield node
+    node.stop()
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +56,8 @@ def sql(shared_node, tmp_path_factory, tmp_dir):
     os.environ["TMPDIR"] = str(tmp_dir)  # the server's environment only: Popen copies it
     try:
         server = SqlServerProcess(shared_node.bootstrap, tmp_path_factory.mktemp("sql") / "state",
-                                  ["--auto-offset-reset", "earliest"]).start()
+                                  ["--auto-offset-reset", "earliest",
+                                   "--schema-registry", shared_node.registry_url]).start()
     finally:
         if saved is None:
             os.environ.pop("TMPDIR")
@@ -394,6 +412,8 @@ def _snapshot(sql: SqlServerProcess, admin: AdminClient) -> tuple:
 def test_refused_statements_say_why_in_one_line_and_create_nothing(sql, admin):
     sql.ksql("CREATE STREAM rest_src (id VARCHAR KEY, n INT, label VARCHAR) "
              "WITH (KAFKA_TOPIC='rest_src', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    sql.ksql("CREATE STREAM rest_src2 (id VARCHAR KEY, n INT, label VARCHAR) "
+             "WITH (KAFKA_TOPIC='rest_src2', VALUE_FORMAT='JSON', PARTITIONS=1);")
     before = _snapshot(sql, admin)
     syntax = "CREATE STREAM rest_bad1 (id VARCHAR KEY, n INT WITH (KAFKA_TOPIC='rest_bad1', PARTITIONS=1);"
     refused = [
@@ -415,6 +435,10 @@ def test_refused_statements_say_why_in_one_line_and_create_nothing(sql, admin):
         ("INSERT INTO rest_src (id, nope) VALUES ('a', 1);", ["NOPE"]),
         ("INSERT INTO rest_src (id, n) VALUES ('a', 'many');", ["N", "many"]),
         ("SELECT * FROM rest_src EMIT CHANGES;", ["/query"]),
+        ("CREATE STREAM rest_bad11 AS SELECT a.id AS id, b.n FROM rest_src a FULL JOIN rest_src b "
+         "WITHIN 1 SECOND ON a.id = b.id;", ["same name"]),
+        ("CREATE STREAM rest_bad12 AS SELECT a.id AS id, b.n FROM rest_src a FULL JOIN rest_src2 b "
+         "WITHIN 1 SECOND ON a.label = b.label;", ["key column ROWKEY"]),
     ]
     for statement, fragments in refused:
         status, body = sql.request("POST", "/ksql", {"ksql": statement, "streamsProperties": {}})
@@ -431,6 +455,35 @@ def test_refused_statements_say_why_in_one_line_and_create_nothing(sql, admin):
     assert status == 400 and "SELECT or PRINT" in body["message"]
     assert _snapshot(sql, admin) == before
     assert read_table(sql.bootstrap, "rest_src") == []  # the refused INSERTs wrote nothing
+
+
+def test_avro_in_and_protobuf_out_through_the_schema_registry(sql, shared_node):
+    registry = SchemaRegistryClient({"url": shared_node.registry_url})
+    payment = {"type": "record", "name": "Payment", "fields": [
+        {"name": "AMOUNT", "type": "double"}, {"name": "TAGS", "type": {"type": "array", "items": "string"}}]}
+    sql.ksql("CREATE STREAM rest_avro_in (id VARCHAR KEY, amount DOUBLE, tags ARRAY<VARCHAR>) "
+             "WITH (KAFKA_TOPIC='rest_avro_in', VALUE_FORMAT='AVRO', PARTITIONS=1);")
+    sql.ksql("CREATE STREAM rest_pb_out WITH (KAFKA_TOPIC='rest_pb_out', VALUE_FORMAT='PROTOBUF', "
+             "VALUE_PROTOBUF_NULLABLE_REPRESENTATION='OPTIONAL') AS "
+             "SELECT id, amount * 2 AS doubled, tags FROM rest_avro_in WHERE amount > 1;")
+    # Confluent's Avro serializer writes the input, with a schema of its own
+    serialize = AvroSerializer(registry, json.dumps(payment))
+    producer = Producer({"bootstrap.servers": shared_node.bootstrap})
+    context = SerializationContext("rest_avro_in", MessageField.VALUE)
+    for key, amount, tags in (("p1", 0.5, ["small"]), ("p2", 2.5, ["big", "eu"]), ("p3", 4.0, [])):
+        producer.produce("rest_avro_in", key=key.encode(), value=serialize({"AMOUNT": amount, "TAGS": tags}, context))
+    assert producer.flush(30) == 0
+
+    records = wait_for(lambda: (r := read_table(shared_node.bootstrap, "rest_pb_out")) and len(r) >= 2 and r,
+                       what="the PROTOBUF output")
+    latest = registry.get_latest_version("rest_pb_out-value")
+    assert latest.schema.schema_type == "PROTOBUF" and "optional double DOUBLED = 1" in latest.schema.schema_str
+    # and Confluent's Protobuf deserializer reads the output
+    deserialize = ProtobufDeserializer(message_class(SchemaRegistryClient({"url": shared_node.registry_url}),
+                                                     latest.schema_id), {"use.deprecated.format": False})
+    out_context = SerializationContext("rest_pb_out", MessageField.VALUE)
+    rows = [(k.decode(), deserialize(v, out_context)) for k, v in records]
+    assert [(k, m.DOUBLED, list(m.TAGS)) for k, m in rows] == [("p2", 5.0, ["big", "eu"]), ("p3", 8.0, [])]
 
 
 # ---------------------------------------------------------------- other clients

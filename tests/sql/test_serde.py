@@ -960,11 +960,10 @@ def test_none_is_a_key_format_for_keyless_streams():
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: value_format("PROTOBUF", cols(INT)), "VALUE_FORMAT PROTOBUF is not supported yet"),
-        (lambda: key_format("protobuf_nosr", cols(INT)), "KEY_FORMAT PROTOBUF_NOSR is not supported yet"),
         (
             lambda: value_format("XML", cols(INT)),
-            "unknown VALUE_FORMAT 'XML' (one of AVRO, DELIMITED, JSON, JSON_SR, KAFKA, NONE)",
+            "unknown VALUE_FORMAT 'XML' (one of AVRO, DELIMITED, JSON, JSON_SR, KAFKA, NONE, PROTOBUF, "
+            "PROTOBUF_NOSR)",
         ),
         (
             lambda: key_format("JSON", cols(MapType(STRING, INT))),

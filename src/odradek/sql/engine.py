@@ -33,9 +33,12 @@ from odradek.sql.values import LiteralError, coerce, literal
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 30.0
+# The WITH properties the serde reads (ksqlDB's names), kept with the source in the catalog
+_SERDE_PROPERTIES = ("KEY_DELIMITER", "VALUE_DELIMITER", "WRAP_SINGLE_VALUE", "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID",
+                     "KEY_SCHEMA_FULL_NAME", "VALUE_SCHEMA_FULL_NAME", "VALUE_AVRO_SCHEMA_FULL_NAME",
+                     "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION")
 _SOURCE_PROPERTIES = {"KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
-                      "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "WRAP_SINGLE_VALUE"}
-_SERDE_PROPERTIES = ("VALUE_DELIMITER", "WRAP_SINGLE_VALUE")
+                      "TIMESTAMP", "TIMESTAMP_FORMAT", *_SERDE_PROPERTIES}
 OFFSET_RESET_PROPERTIES = ("auto.offset.reset", "ksql.streams.auto.offset.reset")
 
 

@@ -556,6 +556,11 @@ class Planner:
             T.StructType([T.StructField("s", T.BinaryType())]), "append", timeout)
         entries = [_Entry(qualifiers[0], c.name, f"L{i}") for i, c in enumerate(left.columns)]
         entries += [_Entry(qualifiers[1], c.name, f"R{i}") for i, c in enumerate(right.columns)]
+        # A FULL join's key is ksqlDB's synthetic ROWKEY: the join key of whichever side is present, since
+        # either side's own key column may be null.
+        synthetic_key = join.type == "FULL"
+        if synthetic_key:
+            entries.append(_Entry(frozenset(), "ROWKEY", "__jk"))
         scope = Scope(joined, entries, {"ROWTIME": ROWTIME})
         translate = Translator(scope)
         result_kind = "TABLE" if kind == "TABLE_TABLE" else "STREAM"
@@ -572,6 +577,8 @@ class Planner:
         items: list[ast.SelectItem] = []
         for item in select.items:
             if isinstance(item, ast.AllColumns):
+                if synthetic_key and item.qualifier is None:
+                    items.append(ast.SelectItem(ast.ColumnRef("ROWKEY"), "ROWKEY"))
                 for index, (source, alias) in enumerate(zip((left, right), aliases, strict=False)):
                     if item.qualifier is None or item.qualifier in qualifiers[index]:
                         items += [ast.SelectItem(ast.ColumnRef(c.name, alias), f"{alias}_{c.name}")
@@ -579,9 +586,12 @@ class Planner:
             else:
                 items.append(item)
         outputs = [(self._name(item, i), translate.column(item.expression)) for i, item in enumerate(items)]
-        keys = self._key_names(items, [left_key], select, False)
-        if not keys:
-            keys = self._key_names(items, [right_key], select, persistent)
+        if synthetic_key:
+            keys = self._key_names(items, [ast.ColumnRef("ROWKEY")], select, persistent)
+        else:
+            keys = self._key_names(items, [left_key], select, False)
+            if not keys:
+                keys = self._key_names(items, [right_key], select, persistent)
         extra = [F.col(ROWTIME).alias(ROWTIME), tombstone.alias(TOMBSTONE)]
         return self._finish(frame, outputs, keys, extra, result_kind, None, (left.name, right.name), persistent)
 

@@ -2,11 +2,11 @@
 
 `key_format` and `value_format` check a statement's format, columns and WITH properties once and return a
 `KeyFormat` or `ValueFormat` whose `decode` and `encode` do one record. The formats are ksqlDB's: KAFKA
-(Kafka's primitive serializers), JSON, DELIMITED (one CSV line), JSON_SR and AVRO (in the schema
-registry's wire format: magic byte 0, a 4-byte schema id, then the payload) and NONE (no key). Where
-ksqlDB's choice is not the obvious one (how a CSV field is quoted, how a double is written, which JSON
-property matches a column) the comment says so: the reference is ksqlDB's code (`ksqldb-serde`), not its
-docs.
+(Kafka's primitive serializers), JSON, DELIMITED (one CSV line), JSON_SR, AVRO and PROTOBUF (in the schema
+registry's wire format: magic byte 0, a 4-byte schema id, then the payload), PROTOBUF_NOSR (both Protobuf
+formats are in the module `protobuf`) and NONE (no key). Where ksqlDB's choice is not the obvious one (how a
+CSV field is quoted, how a double is written, which JSON property matches a column) the comment says so: the
+reference is ksqlDB's code (`ksqldb-serde`), not its docs.
 
 Row values are plain Python: BOOLEAN bool, INT and BIGINT int, DOUBLE float, DECIMAL Decimal, STRING str,
 BYTES bytes, DATE date, TIME time, TIMESTAMP a naive datetime in UTC, ARRAY list, MAP dict, STRUCT a dict
@@ -56,8 +56,7 @@ __all__ = [
 
 WindowKind = Literal["TUMBLING", "HOPPING", "SESSION"] | None
 
-FORMATS = ("AVRO", "DELIMITED", "JSON", "JSON_SR", "KAFKA", "NONE")
-NOT_YET = ("PROTOBUF", "PROTOBUF_NOSR")
+FORMATS = ("AVRO", "DELIMITED", "JSON", "JSON_SR", "KAFKA", "NONE", "PROTOBUF", "PROTOBUF_NOSR")
 REGISTRY_TIMEOUT_S = 30.0
 AVRO_NAMESPACE = "io.confluent.ksql.avro_schemas"
 AVRO_FULL_NAME = AVRO_NAMESPACE + ".KsqlDataSourceSchema"  # what ksqlDB names the records it registers
@@ -284,8 +283,6 @@ def value_format(
 
 def _format_name(name: str, role: str) -> str:
     fmt = name.upper()
-    if fmt in NOT_YET:
-        raise SerdeError(f"{role}_FORMAT {fmt} is not supported yet")
     if fmt not in FORMATS:
         raise SerdeError(f"unknown {role}_FORMAT {name!r} (one of {', '.join(FORMATS)})")
     return fmt
@@ -293,7 +290,8 @@ def _format_name(name: str, role: str) -> str:
 
 def _value_wrapped(fmt: str, columns: tuple[Column, ...], properties: Mapping[str, Any]) -> bool:
     """Whether the value is an object or record of its columns. ksqlDB wraps by default, but KAFKA and
-    DELIMITED never wrap, and WRAP_SINGLE_VALUE=false unwraps a single JSON, JSON_SR or AVRO column."""
+    DELIMITED never wrap, PROTOBUF always does, and WRAP_SINGLE_VALUE=false unwraps a single JSON, JSON_SR,
+    AVRO or PROTOBUF_NOSR column."""
     setting = properties.get("WRAP_SINGLE_VALUE")
     if setting is None:
         return fmt not in ("KAFKA", "DELIMITED") or len(columns) != 1
@@ -302,6 +300,8 @@ def _value_wrapped(fmt: str, columns: tuple[Column, ...], properties: Mapping[st
         raise SerdeError(f"WRAP_SINGLE_VALUE is only valid for a single value column, got {len(columns)}")
     if wrap and fmt in ("KAFKA", "DELIMITED"):
         raise SerdeError(f"VALUE_FORMAT {fmt} does not support WRAP_SINGLE_VALUE=true")
+    if not wrap and fmt == "PROTOBUF":
+        raise SerdeError("VALUE_FORMAT PROTOBUF does not support WRAP_SINGLE_VALUE=false")
     return wrap
 
 
@@ -317,6 +317,9 @@ def _codec(
     delimiter = properties.get(f"{role}_DELIMITER")
     if delimiter is not None and fmt != "DELIMITED":
         raise SerdeError(f"{role}_DELIMITER is only for {role}_FORMAT DELIMITED, not {fmt}")
+    nullable = f"{role}_PROTOBUF_NULLABLE_REPRESENTATION"
+    if properties.get(nullable) is not None and not fmt.startswith("PROTOBUF"):
+        raise SerdeError(f"{nullable} is only for {role}_FORMAT PROTOBUF or PROTOBUF_NOSR, not {fmt}")
     schema_id = properties.get(f"{role}_SCHEMA_ID")
     if schema_id is not None and fmt not in ("AVRO", "JSON_SR"):
         raise SerdeError(f"{role}_SCHEMA_ID is only for {role}_FORMAT AVRO or JSON_SR, not {fmt}")
@@ -346,10 +349,14 @@ def _codec(
                 )
     if fmt == "JSON":
         return _Json(columns, wrapped, None)
-    if registry is None:
+    if registry is None and fmt != "PROTOBUF_NOSR":
         raise SerdeError(
             f"{role}_FORMAT {fmt} needs a schema registry (set the SQL server's schema registry URL)"
         )
+    if fmt.startswith("PROTOBUF"):
+        from odradek.sql import protobuf  # here: it imports this module
+
+        return protobuf.codec(fmt, role, columns, wrapped, properties, registry, subject)
     fixed_id = None if schema_id is None else _schema_id(schema_id, f"{role}_SCHEMA_ID")
     if fmt == "JSON_SR":
         schema = _json_schema(_row_type(columns) if wrapped else columns[0].type, wrapped)
