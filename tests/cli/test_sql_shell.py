@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import io
 import json
-import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -31,7 +29,7 @@ from odradek.cli.sql_shell import CONTINUATION, PROMPT, Shell, SqlClient, split_
 @dataclass
 class Stream:
     lines: list[str]
-    hold: bool = False  # after the lines, press Ctrl-C in the shell and wait for it to hang up
+    hold: bool = False  # after the lines, keep the response open until the shell hangs up
 
 
 @dataclass
@@ -81,8 +79,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         if answer.hold:
-            time.sleep(1.0)  # let the shell print the row first (TODO: wait for it instead of sleeping)
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             self.connection.settimeout(60)
             try:
                 if self.rfile.read(1) == b"":
@@ -277,6 +273,14 @@ Query terminated
 
 
 def test_ctrl_c_stops_a_push_query_by_hanging_up_and_the_prompt_goes_on(canned, capsys, monkeypatch):
+    say = Shell.say
+
+    def say_then_ctrl_c(self, *lines):  # Ctrl-C pressed as soon as the row is on the screen
+        say(self, *lines)
+        if any("/a" in line for line in lines):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Shell, "say", say_then_ctrl_c)
     canned.answers[("/query-stream", "SELECT * FROM PAGEVIEWS EMIT CHANGES;")] = Stream(
         [PUSH_HEADER, json.dumps([1, "/a"])], hold=True)
     canned.answers[("/ksql", "SHOW STREAMS;")] = SHOW_STREAMS
