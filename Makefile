@@ -62,7 +62,7 @@ tests/registry/js/node_modules/.package-lock.json: tests/registry/js/package-loc
 	touch $@
 
 test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps tests/registry/js/node_modules/.package-lock.json
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
 # The native load generator of `benchmarks/throughput.py --load-generator rdkafka`: compiled with Debian's

@@ -20,12 +20,14 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=None, help="replay the randomized end-to-end tests with this seed")
 
 
-# Test files that take minutes, longest first. `make test` runs files on two workers (-n 2 --dist loadfile),
-# handing out files in collection order: these go first, so that no worker starts one of them last while the
-# other has finished.
-_LONG_FILES = ("tests/sql/test_sql_failures.py", "tests/sql/test_conformance.py", "tests/sql/test_rest_api.py",
-               "tests/sql/test_sql_examples.py", "tests/sql/test_sql_on_reference_kafka.py",
-               "tests/sql/test_functions.py")
+# Test files that take a minute or more of a worker, longest first. `make test` runs files on two workers
+# (-n 2 --dist loadfile --no-loadscope-reorder), handing out files in collection order: these go first, so
+# that no worker starts one of them last while the other has finished.
+_LONG_FILES = ("tests/e2e/test_cluster_transactions.py", "tests/sql/test_sql_failures.py",
+               "tests/spark/test_source.py", "tests/e2e/test_cluster.py", "tests/sql/test_conformance.py",
+               "tests/e2e/test_crash_points.py", "tests/e2e/test_authentication.py", "tests/spark/test_sink.py",
+               "tests/e2e/test_transactions.py", "tests/sql/test_sql_on_reference_kafka.py",
+               "tests/sql/test_rest_api.py", "tests/e2e/test_oauthbearer.py", "tests/e2e/test_cluster_nemesis.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -1,6 +1,6 @@
-"""Faults under running SQL queries: the server killed (kill -9, with its Spark JVM and Python workers) and
-restarted, and Spark's Python workers killed mid-batch. The output topics, read read_committed, hold every
-input exactly once and the aggregates count every record once."""
+"""Faults under running SQL queries, one after the other on the same queries: Spark's Python workers killed
+mid-batch, then the server killed (kill -9, with its Spark JVM and Python workers) and restarted. The output
+topics, read read_committed, hold every input exactly once and the aggregates count every record once."""
 
 from __future__ import annotations
 
@@ -81,26 +81,6 @@ def check_exactly_once(bootstrap: str, prefix: str, sent: int) -> None:
     wait_for(counts, timeout_s=180, what=f"the counts {expected}")
 
 
-def test_sql_server_killed_mid_query_resumes_from_the_command_topic_and_checkpoints(shared_node, tmp_path):
-    prefix = "killed"
-    state = tmp_path / "state"
-    server = SqlServerProcess(shared_node.bootstrap, state, ["--auto-offset-reset", "earliest"]).start()
-    try:
-        server.ksql(STATEMENTS.replace("{p}", prefix))
-        feeder = Feeder(shared_node.bootstrap, f"{prefix}_events").start()
-        wait_for(lambda: len(read_table(shared_node.bootstrap, "KILLED_COPY")) > 50, what="output before the kill")
-        server.kill()
-        feeder.stop()
-        restarted = SqlServerProcess(shared_node.bootstrap, state, ["--auto-offset-reset", "earliest"])
-        restarted.port = server.port
-        server = restarted.start()
-        queries = server.ksql("SHOW QUERIES;")[0]["queries"]
-        assert sorted(q["sinks"][0] for q in queries) == ["KILLED_COPY", "KILLED_COUNTS"]
-        check_exactly_once(shared_node.bootstrap, prefix, feeder.sent)
-    finally:
-        server.kill()
-
-
 def _python_workers(server: SqlServerProcess) -> list[int]:
     """Spark's Python task workers of the server: the processes its `pyspark.worker` daemon forked."""
     pids = []
@@ -115,28 +95,46 @@ def _python_workers(server: SqlServerProcess) -> list[int]:
     return pids
 
 
-def test_spark_python_workers_killed_mid_query_lose_and_duplicate_nothing(shared_node, tmp_path):
-    prefix = "workers"
-    server = SqlServerProcess(shared_node.bootstrap, tmp_path / "state", ["--auto-offset-reset", "earliest"]).start()
+def _kill_python_workers(server: SqlServerProcess, rounds: int) -> int:
+    killed = 0
+    for _ in range(rounds):  # a few rounds, so that some kills land inside a batch
+        workers = wait_for(lambda: _python_workers(server), what="Spark's Python workers")
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(1)  # spreads the rounds over several batches; nothing waits on it
+    return killed
+
+
+def test_python_workers_then_the_sql_server_killed_mid_query_lose_and_duplicate_nothing(shared_node, tmp_path):
+    """Spark's Python workers killed mid-batch (Spark retries the tasks), then the server's whole session
+    killed with kill -9 and restarted from its state dir: the queries come back from the command topic and
+    their checkpoints, and the outputs hold every event exactly once."""
+    prefix = "killed"
+    state = tmp_path / "state"
+    server = SqlServerProcess(shared_node.bootstrap, state, ["--auto-offset-reset", "earliest"]).start()
     try:
         server.ksql(STATEMENTS.replace("{p}", prefix))
         feeder = Feeder(shared_node.bootstrap, f"{prefix}_events").start()
-        wait_for(lambda: len(read_table(shared_node.bootstrap, "WORKERS_COPY")) > 50, what="output before the kill")
-        killed = 0
-        for _ in range(3):  # a few rounds, so some kills land inside a batch
-            workers = wait_for(lambda: _python_workers(server), what="Spark's Python workers")
-            for pid in workers:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-            time.sleep(1)
-        assert killed > 0
+        wait_for(lambda: len(read_table(shared_node.bootstrap, "KILLED_COPY")) > 50, what="output before the kills")
+        assert _kill_python_workers(server, 3) > 0
+        wait_for(lambda: all(q["state"] == "RUNNING" for q in server.ksql("SHOW QUERIES;")[0]["queries"]),
+                 what="the queries running again after the workers' kills")
+        copied = len(read_table(shared_node.bootstrap, "KILLED_COPY"))
+        wait_for(lambda: len(read_table(shared_node.bootstrap, "KILLED_COPY")) > copied + 20,
+                 what="output after the workers' kills")
+        server.kill()
         feeder.stop()
+        restarted = SqlServerProcess(shared_node.bootstrap, state, ["--auto-offset-reset", "earliest"])
+        restarted.port = server.port
+        server = restarted.start()
+        queries = server.ksql("SHOW QUERIES;")[0]["queries"]
+        assert sorted(q["sinks"][0] for q in queries) == ["KILLED_COPY", "KILLED_COUNTS"]
         check_exactly_once(shared_node.bootstrap, prefix, feeder.sent)
-        states = {q["id"]: q["state"] for q in server.ksql("SHOW QUERIES;")[0]["queries"]}
         assert wait_for(lambda: all(q["state"] == "RUNNING" for q in server.ksql("SHOW QUERIES;")[0]["queries"]),
-                        what=f"the queries running again: {states}")
+                        what="the restarted queries running")
     finally:
         server.kill()
