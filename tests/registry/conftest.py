@@ -69,12 +69,18 @@ def wait_until_serving(url: str, timeout_s: float = 60.0, log_text=None) -> Regi
         time.sleep(0.1)
 
 
+def start_registry_node(data_dir) -> NodeProcess:
+    """A node serving a schema registry, once the registry answers; its URL is `registry_url`."""
+    node = NodeProcess(data_dir, settings=registry_settings()).start()
+    node.registry_url = node.settings["schema.registry.listener"]
+    wait_until_serving(node.registry_url, log_text=node.log_text)
+    return node
+
+
 @pytest.fixture(scope="module")
 def registry_node(tmp_path_factory):
     """One node serving a schema registry, for a whole module; tests use distinct subject names."""
-    node = NodeProcess(tmp_path_factory.mktemp("registry") / "data", settings=registry_settings()).start()
-    node.registry_url = node.settings["schema.registry.listener"]
-    wait_until_serving(node.registry_url)
+    node = start_registry_node(tmp_path_factory.mktemp("registry") / "data")
     yield node
     node.stop()
 

@@ -29,7 +29,7 @@ from odradek.registry.records import SchemaRecord, encode, schema_key
 from odradek.registry.state import RegistryState
 from odradek.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from tests.conftest import NodeProcess
-from tests.registry.conftest import RegistryHttp, registry_settings, wait_until_serving
+from tests.registry.conftest import RegistryHttp, start_registry_node
 
 PAYMENT = {"type": "record", "name": "Payment", "namespace": "shop",
            "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "double"}]}
@@ -193,9 +193,7 @@ def test_the_settings_are_topic_configs_off_by_default():
 
 @pytest.fixture(scope="module")
 def validating_node(tmp_path_factory):
-    node = NodeProcess(tmp_path_factory.mktemp("validation") / "data", settings=registry_settings()).start()
-    node.registry_url = node.settings["schema.registry.listener"]
-    wait_until_serving(node.registry_url, log_text=node.log_text)
+    node = start_registry_node(tmp_path_factory.mktemp("validation") / "data")
     yield node
     node.stop()
 

@@ -23,8 +23,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.conftest import NodeProcess
-from tests.registry.conftest import registry_settings, wait_until_serving
+from tests.registry.conftest import start_registry_node
 from tests.sql.server_process import SqlServerProcess, read_table, wait_for
 from tests.sql.test_protobuf import message_class
 
@@ -37,9 +36,7 @@ ROWTIME_MS = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
 @pytest.fixture(scope="module")
 def shared_node(tmp_path_factory):
     """The module's node, serving a schema registry too (for the AVRO and PROTOBUF formats)."""
-    node = NodeProcess(tmp_path_factory.mktemp("shared") / "data", settings=registry_settings()).start()
-    node.registry_url = node.settings["schema.registry.listener"]
-    wait_until_serving(node.registry_url, log_text=node.log_text)
+    node = start_registry_node(tmp_path_factory.mktemp("shared") / "data")
     yield node
     node.stop()
 
