@@ -529,6 +529,15 @@ def test_large_and_negative_numbers():
             "DAY: a Date of year 1996, month 2, day 30 is not valid",
         ),
         (FRAME + b"\x32\x02\x08\x18", "AT: a TimeOfDay of 24:0:0 and 0 ns is not valid"),
+        (FRAME + b"\x3b" * 101 + b"\x3c" * 101, "groups nested more than 100 deep"),
+        (
+            FRAME + b"\x1a\xd6\x0f\x0a\xd1\x0f\x01" + b"\x00" * 2000 + b"\x18\x02",
+            "PRICE: a Decimal of 2001 value bytes and scale 2 fits no DECIMAL column",
+        ),
+        (
+            FRAME + b"\x1a\x0e\x0a\x01\x01\x18" + b"\xc0\xfb\xc2\xff\xff\xff\xff\xff\xff\x01",
+            "PRICE: a Decimal of 1 value bytes and scale -1000000 fits no DECIMAL column",
+        ),
     ],
 )
 def test_records_that_cannot_be_read_are_errors(data, reason):
@@ -634,11 +643,19 @@ def test_rows_that_cannot_be_written_are_errors(row, reason):
         ),
         (
             lambda: value_format("PROTOBUF_NOSR", cols(INT), {"VALUE_SCHEMA_FULL_NAME": "a.B"}),
-            "VALUE_SCHEMA_FULL_NAME is not for VALUE_FORMAT PROTOBUF_NOSR, which names no schema",
+            "VALUE_SCHEMA_FULL_NAME is only for VALUE_FORMAT AVRO or PROTOBUF, not PROTOBUF_NOSR",
         ),
         (
             lambda: value_format("PROTOBUF", cols(INT), {"VALUE_SCHEMA_FULL_NAME": "a..B"}, FakeRegistry()),
             "VALUE_SCHEMA_FULL_NAME must be a dotted Protobuf name, got 'a..B'",
+        ),
+        (
+            lambda: value_format("JSON", cols(INT), {"VALUE_SCHEMA_FULL_NAME": "a.B"}),
+            "VALUE_SCHEMA_FULL_NAME is only for VALUE_FORMAT AVRO or PROTOBUF, not JSON",
+        ),
+        (
+            lambda: value_format("PROTOBUF", cols(INT), {"VALUE_AVRO_SCHEMA_FULL_NAME": "a.B"}, FakeRegistry()),
+            "VALUE_AVRO_SCHEMA_FULL_NAME is only for VALUE_FORMAT AVRO, not PROTOBUF",
         ),
     ],
 )

@@ -10,6 +10,7 @@ in the JVM as Spark expressions, except GROUP BY, which is the changelog operato
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -556,11 +557,14 @@ class Planner:
             T.StructType([T.StructField("s", T.BinaryType())]), "append", timeout)
         entries = [_Entry(qualifiers[0], c.name, f"L{i}") for i, c in enumerate(left.columns)]
         entries += [_Entry(qualifiers[1], c.name, f"R{i}") for i, c in enumerate(right.columns)]
-        # A FULL join's key is ksqlDB's synthetic ROWKEY: the join key of whichever side is present, since
-        # either side's own key column may be null.
-        synthetic_key = join.type == "FULL"
-        if synthetic_key:
-            entries.append(_Entry(frozenset(), "ROWKEY", "__jk"))
+        # A FULL join's key is ksqlDB's synthetic ROWKEY (ROWKEY_1, ... if a side has a ROWKEY column): the
+        # join key of whichever side is present, since either side's own key column may be null.
+        synthetic_key = None
+        if join.type == "FULL":
+            taken = {c.name for c in (*left.columns, *right.columns)}
+            candidates = itertools.chain(["ROWKEY"], (f"ROWKEY_{i}" for i in itertools.count(1)))
+            synthetic_key = next(name for name in candidates if name not in taken)
+            entries.append(_Entry(frozenset(), synthetic_key, "__jk"))
         scope = Scope(joined, entries, {"ROWTIME": ROWTIME})
         translate = Translator(scope)
         result_kind = "TABLE" if kind == "TABLE_TABLE" else "STREAM"
@@ -578,7 +582,7 @@ class Planner:
         for item in select.items:
             if isinstance(item, ast.AllColumns):
                 if synthetic_key and item.qualifier is None:
-                    items.append(ast.SelectItem(ast.ColumnRef("ROWKEY"), "ROWKEY"))
+                    items.append(ast.SelectItem(ast.ColumnRef(synthetic_key), synthetic_key))
                 for index, (source, alias) in enumerate(zip((left, right), aliases, strict=False)):
                     if item.qualifier is None or item.qualifier in qualifiers[index]:
                         items += [ast.SelectItem(ast.ColumnRef(c.name, alias), f"{alias}_{c.name}")
@@ -587,7 +591,7 @@ class Planner:
                 items.append(item)
         outputs = [(self._name(item, i), translate.column(item.expression)) for i, item in enumerate(items)]
         if synthetic_key:
-            keys = self._key_names(items, [ast.ColumnRef("ROWKEY")], select, persistent)
+            keys = self._key_names(items, [ast.ColumnRef(synthetic_key)], select, persistent)
         else:
             keys = self._key_names(items, [left_key], select, False)
             if not keys:

@@ -58,6 +58,10 @@ DEFAULT_NAME = "ConnectDefault"  # ProtobufData's name for an unnamed message, n
 
 _MASK64 = (1 << 64) - 1
 _MAX_FIELD_NUMBER = (1 << 29) - 1
+_MAX_GROUP_DEPTH = 100  # protobuf-java's recursion limit
+# Beyond these no value fits a DECIMAL (precision at most 38): refused before the arithmetic, which they would
+# make slow or overflow
+_MAX_DECIMAL_BYTES, _MAX_DECIMAL_SCALE = 64, 1000
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE_TYPES = ("BOOLEAN", "INT", "BIGINT", "DOUBLE", "STRING", "BYTES")  # have a google.protobuf wrapper
 
@@ -81,11 +85,7 @@ def codec(
     """The PROTOBUF or PROTOBUF_NOSR codec of serde's `_codec` (which has checked the column types, the MAP
     keys and that PROTOBUF has a registry)."""
     nullable = _nullable(properties.get(f"{role}_PROTOBUF_NULLABLE_REPRESENTATION"), role)
-    full_name = properties.get(f"{role}_SCHEMA_FULL_NAME")
-    if fmt == "PROTOBUF_NOSR" and full_name is not None:
-        raise SerdeError(
-            f"{role}_SCHEMA_FULL_NAME is not for {role}_FORMAT PROTOBUF_NOSR, which names no schema"
-        )
+    full_name = properties.get(f"{role}_SCHEMA_FULL_NAME")  # serde refuses it for PROTOBUF_NOSR
     wrapped = wrapped or fmt == "PROTOBUF"  # ksqlDB's PROTOBUF has no unwrapped keys or values
     package, name = _full_name(full_name, role)
     derivation = _Derivation(nullable, f"{role}_FORMAT {fmt}")
@@ -254,7 +254,7 @@ def _fields(data: bytes, path: str) -> dict[int, list[tuple[int, object]]]:
     return found
 
 
-def _field(data: bytes, pos: int, path: str) -> tuple[int, int, object, int]:
+def _field(data: bytes, pos: int, path: str, depth: int = 0) -> tuple[int, int, object, int]:
     key, pos = _read_varint(data, pos, path)
     number, wire = key >> 3, key & 7
     if not 0 < number <= _MAX_FIELD_NUMBER:
@@ -263,10 +263,12 @@ def _field(data: bytes, pos: int, path: str) -> tuple[int, int, object, int]:
         raw, pos = _read_varint(data, pos, path)
         return number, wire, raw, pos
     if wire == 3:
+        if depth >= _MAX_GROUP_DEPTH:
+            raise _bad(path, f"groups nested more than {_MAX_GROUP_DEPTH} deep")
         while True:  # to the matching end of group, past the fields and groups in it
             if pos >= len(data):
                 raise _bad(path, f"truncated group {number}")
-            inner, inner_wire, _, pos = _field(data, pos, path)
+            inner, inner_wire, _, pos = _field(data, pos, path, depth + 1)
             if inner_wire == 4:
                 if inner != number:
                     raise _bad(path, f"group {number} ends as group {inner}")
@@ -584,7 +586,9 @@ def _decimal(t: ast.DecimalType) -> _Message:
             raise _bad(path, "a Decimal without value bytes")  # Java's BigInteger has no zero-length form
         if precision >= 1 << 31:
             raise _bad(path, f"a Decimal of precision {precision}")
-        value = Decimal(f"{int.from_bytes(raw, 'big', signed=True)}E{-scale}")
+        if len(raw) > _MAX_DECIMAL_BYTES or not -_MAX_DECIMAL_SCALE <= scale <= _MAX_DECIMAL_SCALE:
+            raise _bad(path, f"a Decimal of {len(raw)} value bytes and scale {scale} fits no DECIMAL column")
+        value = Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, _EXACT)
         if precision:  # Java's MathContext(precision): rounded half up to that many digits
             value = Context(prec=precision, rounding=ROUND_HALF_UP, Emax=_EXACT.Emax, Emin=_EXACT.Emin).plus(
                 value

@@ -320,6 +320,10 @@ def _codec(
     nullable = f"{role}_PROTOBUF_NULLABLE_REPRESENTATION"
     if properties.get(nullable) is not None and not fmt.startswith("PROTOBUF"):
         raise SerdeError(f"{nullable} is only for {role}_FORMAT PROTOBUF or PROTOBUF_NOSR, not {fmt}")
+    if properties.get(f"{role}_SCHEMA_FULL_NAME") is not None and fmt not in ("AVRO", "PROTOBUF"):
+        raise SerdeError(f"{role}_SCHEMA_FULL_NAME is only for {role}_FORMAT AVRO or PROTOBUF, not {fmt}")
+    if properties.get(f"{role}_AVRO_SCHEMA_FULL_NAME") is not None and fmt != "AVRO":
+        raise SerdeError(f"{role}_AVRO_SCHEMA_FULL_NAME is only for {role}_FORMAT AVRO, not {fmt}")
     schema_id = properties.get(f"{role}_SCHEMA_ID")
     if schema_id is not None and fmt not in ("AVRO", "JSON_SR"):
         raise SerdeError(f"{role}_SCHEMA_ID is only for {role}_FORMAT AVRO or JSON_SR, not {fmt}")
@@ -498,7 +502,7 @@ def _fit_decimal(value: Decimal, t: ast.DecimalType, path: str) -> Decimal:
     """`value` at the column's scale, as ksqlDB's DecimalUtil.ensureFit: no rounding, no overflow."""
     if not value.is_finite():
         raise _bad(path, f"{value} is not a DECIMAL")
-    if abs(value) >= Decimal(10) ** (t.precision - t.scale):
+    if value.copy_abs() >= Decimal(10) ** (t.precision - t.scale):
         raise _bad(path, f"{value} does not fit {ast.type_text(t, rest=True)}")
     try:
         fitted = value.quantize(Decimal(1).scaleb(-t.scale), context=Context(prec=max(t.precision, 1)))
