@@ -111,6 +111,7 @@ from odradek.config import BrokerConfig, ConfigError, unprefixed
 from odradek.controller import acls, scram_credentials
 from odradek.controller.controller import Controller
 from odradek.controller.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from odradek.links.service import ClusterLinks
 from odradek.network.server import ConnectionLimits, KafkaServer
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft.core import RaftConfig
@@ -338,6 +339,7 @@ class Node:
         self.fetchers = ReplicaFetchers(self)
         self.log_dir_mover = LogDirMover(self)
         self.quota_enforcement = QuotaEnforcement(self)
+        self.links = ClusterLinks(self)  # mirror topics of cluster links (links/), idle until a link exists
         # metrics.listener: the HTTP port (metrics/http.py), and request timings taken by the network servers
         self.metrics_server = None
         self.request_metrics = None
@@ -428,6 +430,7 @@ class Node:
             await server.start()
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))
+        self._tasks.append(asyncio.create_task(self.links.run()))
         if self.config["log.cleaner.enable"]:
             self.cleaner = LogCleaner(self.log_manager, self._cleaner_config())
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
@@ -456,6 +459,7 @@ class Node:
         await self.lifecycle.shut_down()  # controlled shutdown: leaderships move before we go
         for task in self._tasks:
             task.cancel()
+        self.links.close()
         if self._cleaning is not None:
             self.cleaner.stop()  # a cleaning under way in its thread gives up at its next batch
             self._cleaning.cancel()

@@ -26,6 +26,7 @@ from odradek.controller.metadata_image import PartitionImage
 from odradek.metrics.broker_topic import BrokerTopicStats
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
+from odradek.protocol.records import scan_valid_prefix
 from odradek.registry import validation as schema_validation
 from odradek.replication.throttle import ReplicationQuota, is_throttled
 from odradek.storage.log import PartitionLog
@@ -476,6 +477,34 @@ class ReplicaManager:
             log.warning("Replicated records for %s-%d refused: %s", topic, index, exc)
             return exc.code
         return ErrorCode.NONE
+
+    # mirror side (driven by links/mirror.py)
+
+    def append_mirrored(self, topic: str, index: int, fetched, source_log_start: int) -> int:
+        """On the leader of a cluster link's mirror partition: append the batches fetched from the source at
+        their offsets, as a follower appends (timestamps, producer ids, markers and epochs kept), then follow
+        the source's log start. A consumer fetch may end in a cut batch: only whole batches are taken, and
+        any the log already holds are skipped. Returns the log end offset."""
+        partition = self.partition(topic, index)
+        log_ = partition.log
+        view = memoryview(fetched or b"")
+        infos, _ = scan_valid_prefix(view)
+        fresh = [info for info in infos if info.base_offset >= log_.log_end_offset]
+        if fresh:
+            log_.append_as_follower(view[fresh[0].position:fresh[-1].end], now_ms=now_ms())
+            self.topic_stats.replication_bytes_in += fresh[-1].end - fresh[0].position
+        self._advance_high_watermark(partition)
+        if log_.log_start_offset < source_log_start <= log_.high_watermark:
+            log_.delete_records_before(source_log_start)
+        self._wake((topic, index))
+        return log_.log_end_offset
+
+    def restart_mirror_at(self, topic: str, index: int, offset: int) -> None:
+        """The source no longer holds the mirror's next offset (retention there passed it): start the mirror
+        partition's log over at the source's log start."""
+        partition = self.partition(topic, index)
+        partition.log.truncate_fully_and_start_at(offset)
+        self._wake((topic, index))
 
     def follower_throttled(self, topic: str, index: int) -> bool:
         """Whether this node's fetching of a followed partition counts against follower.replication.throttled.rate:

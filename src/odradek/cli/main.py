@@ -213,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("schemas").add_schemas_parser(commands, output)
     _module("console").add_console_parser(commands, client)
     _module("sql").add_sql_parser(commands, client)
+    _module("links").add_links_parser(commands, client, output)
     return parser
 
 

@@ -1,0 +1,79 @@
+"""A node's part in cluster links (mirror.py feeds mirror partitions, sync.py keeps mirror topics in step).
+
+Nothing runs until the cluster has a `__cluster_links` topic (the first `odradek links create` makes it): then
+the node reads it, feeds the mirror partitions it leads, and, while it leads the topic's partition, syncs the
+links' topics. The produce path asks `read_only` whether a topic is an active mirror.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from odradek.links.definition import LINKS_TOPIC, LinkDefinition
+from odradek.links.mirror import MirrorFetchers
+from odradek.network.client import ClientSecurity
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 0.5
+SYNC_INTERVAL_S = 2.0
+
+
+class ClusterLinks:
+    def __init__(self, node):
+        self.node = node
+        self.reader = None  # a LinkStateReader, once the cluster has links
+        self.fetchers: MirrorFetchers | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    def read_only(self, topic: str) -> str | None:
+        """The link whose active mirror `topic` is, or None (also before any link exists)."""
+        reader = self.reader
+        if reader is None:
+            return None
+        with reader.lock:
+            return reader.state.read_only(topic)
+
+    async def run(self) -> None:
+        while LINKS_TOPIC not in self.node.image.topics:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+        # here, not at the top: a node without links never loads the client library
+        from odradek.console.settings import from_node_config
+        from odradek.links.store import LinkStateReader
+        from odradek.links.sync import TopicSync
+
+        settings = from_node_config(self.node.config)
+        properties = {"bootstrap.servers": settings.bootstrap, **settings.properties}
+        self.reader = LinkStateReader(settings.bootstrap, dict(settings.properties))
+        self.reader.start()
+        self.fetchers = MirrorFetchers(self.node, self.reader, _source_security)
+        self._tasks.append(asyncio.get_running_loop().create_task(self.fetchers.run()))
+        sync = TopicSync(self.reader, properties)
+        while True:
+            await asyncio.sleep(SYNC_INTERVAL_S)
+            partition = self.node.replicas.partitions.get((LINKS_TOPIC, 0))
+            if partition is not None and partition.is_leader:
+                try:
+                    await asyncio.to_thread(sync.sync_once)
+                except Exception:
+                    log.exception("Cluster link topic sync failed")
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.reader is not None:
+            self.reader.close()
+
+
+def _source_security(link: LinkDefinition) -> ClientSecurity | None:
+    """The TLS and SASL settings of the link's source config (librdkafka's names); ValueError if unusable."""
+    if not link.source_config:
+        return None
+    from odradek.cli.connection import client_security
+    from odradek.cli.main import CliError
+
+    try:
+        return client_security(link.source_config)
+    except CliError as exc:
+        raise ValueError(str(exc)) from None

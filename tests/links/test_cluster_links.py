@@ -1,0 +1,205 @@
+"""Cluster links between two real nodes (each its own cluster): the mirror topic holds the source's records at
+the same offsets, byte for byte (plain, compressed and transactional batches, markers included), is read-only
+until promoted, follows new records and partitions, and `odradek links` drives it all from the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from odradek.protocol.records import scan_valid_prefix
+from tests.e2e.raw_client import RawClient
+from tests.java.conftest import _two_free_ports
+from tests.reference_kafka import ReferenceBroker, requires_reference
+from tests.sql.server_process import wait_for
+
+
+def links(bootstrap: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "odradek", "links", *argv, "--bootstrap-server", bootstrap],
+                          capture_output=True, text=True, timeout=120)
+
+
+def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
+    """Every batch of a partition as the leader stores it, up to its high watermark, in offset order."""
+    data, offset = b"", 0
+    with RawClient(bootstrap) as client:
+        while True:
+            response = client.request(1, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [{
+                    "partition": index, "current_leader_epoch": -1, "fetch_offset": offset,
+                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 22}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            answer = response["responses"][0]["partitions"][0]
+            assert answer["error_code"] == 0, answer
+            infos, end = scan_valid_prefix(memoryview(answer["records"] or b""))
+            if not infos:
+                return data
+            data += bytes(answer["records"][:end])
+            offset = infos[-1].next_offset
+
+
+def partitions_equal(source: str, destination: str, topic: str, count: int) -> bool:
+    try:
+        return all(raw_partition(source, topic, i) == raw_partition(destination, topic, i) for i in range(count))
+    except AssertionError:  # the mirror partition does not exist yet, or has no leader yet
+        return False
+
+
+def produce_mixed(bootstrap: str, topic: str, tag: str) -> None:
+    """Keyed records with headers in lz4 batches, a committed transaction and an aborted one."""
+    plain = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 20,
+                      "enable.idempotence": True})
+    for i in range(60):
+        plain.produce(topic, key=f"k{i}".encode(), value=f"{tag}-{i}".encode(), headers=[("h", str(i).encode())])
+    assert plain.flush(30) == 0
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"links-{tag}-{uuid.uuid4()}"})
+    transactional.init_transactions(30)
+    for commit in (True, False):
+        transactional.begin_transaction()
+        for i in range(10):
+            transactional.produce(topic, key=f"t{i}".encode(), value=f"{tag}-{'kept' if commit else 'aborted'}-{i}"
+                                  .encode())
+        (transactional.commit_transaction if commit else transactional.abort_transaction)(30)
+
+
+def committed_values(bootstrap: str, topic: str, count: int) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, i, 0) for i in range(count)])
+    values, ended = [], set()
+    while len(ended) < count:
+        message = consumer.poll(10)
+        assert message is not None, "the mirror did not answer"
+        if message.error():
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            continue
+        values.append(message.value().decode())
+    consumer.close()
+    return sorted(values)
+
+
+def test_a_link_mirrors_byte_for_byte_is_read_only_until_promoted(node_factory):
+    source, destination = node_factory(name="source"), node_factory(name="destination")
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic("orders", 2, 1, config={"retention.ms": "86400000"}),
+                         NewTopic("other", 1, 1)])["orders"].result(30)
+    produce_mixed(source.bootstrap, "orders", "before")
+
+    created = links(destination.bootstrap, "create", "dc1", "--source-bootstrap", source.bootstrap,
+                    "--topics", "ord.*")
+    assert created.returncode == 0, created.stderr
+    assert "1 source topics selected now (orders)" in created.stdout
+    assert wait_for(lambda: partitions_equal(source.bootstrap, destination.bootstrap, "orders", 2),
+                    what="the mirror to hold the source's batches")
+    # the source topic's own configs came along; topics the pattern does not select did not
+    local = AdminClient({"bootstrap.servers": destination.bootstrap})
+    topics = local.list_topics(timeout=10).topics
+    assert "other" not in topics and len(topics["orders"].partitions) == 2
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "orders")
+    assert local.describe_configs([resource])[resource].result(30)["retention.ms"].value == "86400000"
+
+    # read-only until promoted: a clear error for producers, nothing written
+    producer = Producer({"bootstrap.servers": destination.bootstrap, "retries": 0})
+    errors = []
+    producer.produce("orders", b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0].code() == KafkaError.TOPIC_EXCEPTION, errors
+
+    # it keeps following: new records, and a partition the source adds
+    admin.create_partitions([NewPartitions("orders", 3)])["orders"].result(30)
+    produce_mixed(source.bootstrap, "orders", "after")
+    assert wait_for(lambda: partitions_equal(source.bootstrap, destination.bootstrap, "orders", 3),
+                    what="the mirror to follow new records and the third partition")
+    assert committed_values(destination.bootstrap, "orders", 3) == committed_values(source.bootstrap, "orders", 3)
+    assert not any("aborted" in v for v in committed_values(destination.bootstrap, "orders", 3))
+
+    listed = links(destination.bootstrap, "list", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [{"name": "dc1", "source": source.bootstrap, "topics": "ord.*",
+                                          "state": "ACTIVE", "mirrors": 1, "promoted": 0}]
+    described = json.loads(links(destination.bootstrap, "describe", "dc1", "-o", "json").stdout)
+    assert [(p["topic"], p["partition"], p["lag"]) for p in described["partitions"]] == [
+        ("orders", 0, 0), ("orders", 1, 0), ("orders", 2, 0)]
+    assert all(p["source_end"] == p["mirror_end"] > 0 for p in described["partitions"])
+
+    refused = links(destination.bootstrap, "delete", "dc1")
+    assert refused.returncode != 0 and "promote or delete them first" in refused.stderr
+
+    # promoted: writable, at the offsets after the mirrored ones
+    promoted = links(destination.bootstrap, "promote", "dc1")
+    assert promoted.returncode == 0 and "orders" in promoted.stdout, promoted.stderr
+    end = described["partitions"][0]["mirror_end"]
+    delivered = []
+
+    def written():
+        producer.produce("orders", b"after promotion", partition=0,
+                         on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+        producer.flush(30)
+        return delivered and delivered[-1][0] is None
+
+    assert wait_for(written, what="a write to the promoted topic")
+    assert delivered[-1][1] == end
+    assert links(destination.bootstrap, "delete", "dc1").returncode == 0
+
+
+def test_bad_link_definitions_get_one_line_errors(node):
+    for argv, message in (
+        (("create", "bad name", "--source-bootstrap", "127.0.0.1:1", "--topics", "x"), "link name"),
+        (("create", "l1", "--source-bootstrap", "nowhere", "--topics", "x"), "source bootstrap"),
+        (("create", "l1", "--source-bootstrap", "127.0.0.1:9", "--topics", "x(", "--timeout", "3"), "pattern"),
+        (("describe", "nope"), "no link named nope"),
+    ):
+        result = links(node.bootstrap, *argv)
+        assert result.returncode != 0 and message in result.stderr, (argv, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_kill_9_of_the_destination_and_the_source_during_mirroring_leaves_no_gap_and_no_duplicate(node_factory):
+    source, destination = node_factory(name="source"), node_factory(name="destination")
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic("events", 2, 1)])["events"].result(30)
+    produce_mixed(source.bootstrap, "events", "first")
+    assert links(destination.bootstrap, "create", "dc1", "--source-bootstrap", source.bootstrap,
+                 "--topics", "events").returncode == 0
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for round_, victim in enumerate((destination, source, destination)):
+        for i in range(300):  # in flight while the victim dies
+            producer.produce("events", key=f"r{round_}-{i}".encode(), value=b"x" * 100)
+            producer.poll(0)
+        victim.kill()
+        victim.start()
+        assert producer.flush(60) == 0
+    assert wait_for(lambda: partitions_equal(source.bootstrap, destination.bootstrap, "events", 2),
+                    timeout_s=180, what="the mirror to catch up after the kills")
+    assert committed_values(destination.bootstrap, "events", 2) == committed_values(source.bootstrap, "events", 2)
+
+
+@requires_reference
+def test_apache_kafka_as_the_source(node, tmp_path):
+    port, _ = _two_free_ports()
+    kafka = ReferenceBroker(tmp_path / "kafka", port, {"transaction.state.log.replication.factor": "1",
+                                                      "transaction.state.log.min.isr": "1"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        admin.create_topics([NewTopic("payments", 2, 1, config={"cleanup.policy": "compact"})])["payments"].result(60)
+        produce_mixed(kafka.bootstrap, "payments", "kafka")
+        created = links(node.bootstrap, "create", "from-kafka", "--source-bootstrap", kafka.bootstrap,
+                        "--topics", "payments")
+        assert created.returncode == 0, created.stderr
+        assert wait_for(lambda: partitions_equal(kafka.bootstrap, node.bootstrap, "payments", 2),
+                        what="the mirror of Apache Kafka's topic")
+        assert committed_values(node.bootstrap, "payments", 2) == committed_values(kafka.bootstrap, "payments", 2)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "payments")
+        local = AdminClient({"bootstrap.servers": node.bootstrap})
+        configs = local.describe_configs([resource])[resource].result(30)
+        assert configs["cleanup.policy"].value == "compact"
+    finally:
+        kafka.stop()
