@@ -9,7 +9,14 @@ import subprocess
 import sys
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from odradek.protocol.records import scan_valid_prefix
@@ -203,3 +210,45 @@ def test_apache_kafka_as_the_source(node, tmp_path):
         assert configs["cleanup.policy"].value == "compact"
     finally:
         kafka.stop()
+
+
+def test_group_offsets_follow_and_a_consumer_fails_over_where_it_left_off(node_factory):
+    source, destination = node_factory(name="source"), node_factory(name="destination")
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic("clicks", 1, 1)])["clicks"].result(30)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True})
+    for i in range(100):
+        producer.produce("clicks", value=f"c{i}".encode())
+    assert producer.flush(30) == 0
+
+    def consume(bootstrap: str, count: int) -> list[str]:
+        """`count` records as group `app`, committed (synchronously) as they are read."""
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "app", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["clicks"])
+        values = []
+        while len(values) < count:
+            message = consumer.poll(10)
+            assert message is not None, f"no record after {values[-1:]}"
+            if not message.error():
+                values.append(message.value().decode())
+                consumer.commit(message, asynchronous=False)
+        consumer.close()
+        return values
+
+    assert consume(source.bootstrap, 40) == [f"c{i}" for i in range(40)]
+    assert links(destination.bootstrap, "create", "dc1", "--source-bootstrap", source.bootstrap,
+                 "--topics", "clicks", "--groups", "app").returncode == 0
+    local = AdminClient({"bootstrap.servers": destination.bootstrap})
+
+    def copied_offset():
+        try:
+            found = local.list_consumer_group_offsets([ConsumerGroupTopicPartitions("app")])["app"].result(10)
+        except KafkaException:
+            return None
+        return [tp.offset for tp in found.topic_partitions if tp.topic == "clicks"] == [40]
+
+    assert wait_for(copied_offset, what="group app's offset 40 on the destination")
+    # failover: the consumer moves to the promoted mirror and resumes at its first uncommitted record
+    assert links(destination.bootstrap, "promote", "dc1").returncode == 0
+    assert consume(destination.bootstrap, 60) == [f"c{i}" for i in range(40, 100)]

@@ -35,6 +35,9 @@ def add_links_parser(commands, client, output) -> None:
     p.add_argument("--topics", required=True, metavar="PATTERN",
                    help="the source topics to mirror: regular expressions a whole name must match, "
                         "comma-separated (internal topics are never mirrored)")
+    p.add_argument("--groups", metavar="PATTERN",
+                   help="consumer groups whose committed offsets on the mirror topics are copied (for groups "
+                        "with no members here): regular expressions, comma-separated")
     p.add_argument("--sync-configs", action="store_true",
                    help="keep copying the source topics' config changes to the mirrors")
     p.set_defaults(run=create_link)
@@ -80,6 +83,7 @@ def create_link(args: argparse.Namespace) -> int:
     try:
         link = LinkDefinition(args.name, args.source_bootstrap,
                               tuple(p.strip() for p in args.topics.split(",") if p.strip()),
+                              tuple(p.strip() for p in (args.groups or "").split(",") if p.strip()),
                               source_config=source_config, sync_configs=args.sync_configs)
     except LinkError as exc:
         raise CliError(str(exc)) from None

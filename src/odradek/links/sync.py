@@ -5,13 +5,19 @@ as a mirror (before the topic exists here), creates it with the source's partiti
 adds partitions the source gained, and, with sync_configs, copies config changes. A topic of the same name
 that already exists here and is not the link's mirror is left alone (and logged). Promoted mirrors are
 ordinary topics: nothing is synced to them any more.
+
+With group patterns it also copies the committed offsets of the source's matching consumer groups on the
+link's active mirror topics, for groups with no members here (a group consuming here owns its offsets). An
+offset is copied as it is, since the mirror's offsets are the source's, but never past the mirror's end: a
+consumer that fails over then resumes at the first record it has not committed, and reads what is produced
+here after a promotion rather than skipping it.
 """
 
 from __future__ import annotations
 
 import logging
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from odradek.links.definition import ACTIVE, LinkDefinition, MirrorTopic, mirror_key
@@ -76,6 +82,51 @@ class TopicSync:
                 self.local.create_partitions([NewPartitions(name, count)])[name].result(TIMEOUT_S)
             if link.sync_configs:
                 self._sync_configs(name, configs.get(name, {}))
+        if link.groups:
+            active = {m.topic for m in mirrors.values() if m.link == link.name and m.state == ACTIVE}
+            self._sync_groups(source, link, active & set(local))
+
+    def _sync_groups(self, source: AdminClient, link: LinkDefinition, mirrored: set[str]) -> None:
+        listed = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        groups = sorted(g.group_id for g in listed.valid if link.mirrors_group(g.group_id))
+        if not groups or not mirrored:
+            return
+        busy = set()
+        for group, future in self.local.describe_consumer_groups(groups, request_timeout=TIMEOUT_S).items():
+            try:
+                if future.result(TIMEOUT_S).members:
+                    busy.add(group)
+            except KafkaException:
+                pass  # not known here yet
+        ends = self._mirror_ends(mirrored)
+        for group in groups:
+            if group in busy:
+                continue
+            request = [ConsumerGroupTopicPartitions(group)]
+            committed = source.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(
+                TIMEOUT_S)
+            offsets = [TopicPartition(tp.topic, tp.partition, min(tp.offset, ends[(tp.topic, tp.partition)]))
+                       for tp in committed.topic_partitions
+                       if tp.offset >= 0 and (tp.topic, tp.partition) in ends]
+            if offsets:
+                self.local.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                                        request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+
+    def _mirror_ends(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        """The high watermark of every partition of these local topics."""
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({**self.client_properties, "group.id": "odradek-cluster-links-sync"})
+        try:
+            ends = {}
+            for topic, meta in consumer.list_topics(timeout=TIMEOUT_S).topics.items():
+                if topic in topics:
+                    for index in meta.partitions:
+                        ends[(topic, index)] = consumer.get_watermark_offsets(
+                            TopicPartition(topic, index), timeout=TIMEOUT_S)[1]
+            return ends
+        finally:
+            consumer.close()
 
     def _sync_configs(self, topic: str, wanted: dict[str, str]) -> None:
         current = _topic_configs(self.local, [topic]).get(topic, {})
