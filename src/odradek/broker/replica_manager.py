@@ -489,6 +489,10 @@ class ReplicaManager:
         log_ = partition.log
         view = memoryview(fetched or b"")
         infos, _ = scan_valid_prefix(view)
+        if infos and infos[0].base_offset < log_.log_end_offset == log_.log_start_offset:
+            # an empty log that starts inside the source's first batch (a log start moved mid-batch there): it
+            # starts at that batch instead, as Kafka's follower does, and takes the source's log start below
+            log_.truncate_fully_and_start_at(infos[0].base_offset)
         fresh = [info for info in infos if info.base_offset >= log_.log_end_offset]
         if fresh:
             log_.append_as_follower(view[fresh[0].position:fresh[-1].end], now_ms=now_ms())

@@ -148,21 +148,29 @@ class MirrorFetchers:
                 data = await source.fetch(leader, topic, index, log_end, epoch)
                 error = ErrorCode(data["error_code"])
                 if error == ErrorCode.NONE:
-                    log_end = replicas.append_mirrored(topic, index, data["records"], data["log_start_offset"])
-                    self.lag[(topic, index)] = max(0, data["high_watermark"] - log_end)
-                    continue
-                if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    earliest = await source.earliest_offset(leader, topic, index, epoch)
-                    if log_end < earliest:
-                        log.info("Mirror %s-%d starts over at the source's log start %d", topic, index, earliest)
-                        replicas.restart_mirror_at(topic, index, earliest)
+                    with self.reader.lock:  # promoted or paused while the fetch was out: nothing more is appended
+                        if self.reader.state.read_only(topic) is None:
+                            return
+                    appended = replicas.append_mirrored(topic, index, data["records"], data["log_start_offset"])
+                    self.lag[(topic, index)] = max(0, data["high_watermark"] - appended)
+                    if appended > log_end or not data["records"]:
                         continue
-                log.info("Mirror %s-%d: the source answered %s", topic, index, error.name)
+                    log.warning("Mirror %s-%d: the source's answer at offset %d holds nothing to append",
+                                topic, index, log_end)
+                else:
+                    if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        earliest = await source.earliest_offset(leader, topic, index, epoch)
+                        if log_end < earliest:
+                            log.info("Mirror %s-%d starts over at the source's log start %d", topic, index,
+                                     earliest)
+                            replicas.restart_mirror_at(topic, index, earliest)
+                            continue
+                    log.info("Mirror %s-%d: the source answered %s", topic, index, error.name)
             except (ConnectionError, TimeoutError, UnknownNodeError) as exc:
                 log.debug("Mirror %s-%d: the source is unreachable: %s", topic, index, exc)
             except KafkaError as exc:
                 if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and not self._leads(topic, index):
-                    return  # leadership moved here: the reconciler stops this task
+                    return  # this node no longer leads the mirror partition
                 log.info("Mirror %s-%d: %s", topic, index, exc)
             leader = None  # ask the source's metadata again
             await asyncio.sleep(BACKOFF_S)

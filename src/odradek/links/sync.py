@@ -16,8 +16,9 @@ here after a promotion rather than skipping it.
 from __future__ import annotations
 
 import logging
+import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from odradek.links.definition import ACTIVE, LinkDefinition, MirrorTopic, mirror_key
@@ -71,6 +72,7 @@ class TopicSync:
                 continue
             if mirror is None:
                 write_records(self.client_properties, [(mirror_key(name), MirrorTopic(name, link.name).to_json())])
+                self._await_mirror_record(name)
             count = len(meta.partitions)
             if name not in local:
                 log.info("Cluster link %s: creating mirror topic %s (%d partitions)", link.name, name, count)
@@ -127,6 +129,17 @@ class TopicSync:
             return ends
         finally:
             consumer.close()
+
+    def _await_mirror_record(self, topic: str) -> None:
+        """Wait until this node has read the mirror record, so that it refuses producers before the topic
+        exists (other nodes read it about as soon)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            with self.reader.lock:
+                if self.reader.state.read_only(topic) is not None:
+                    return
+            time.sleep(0.05)
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading back the mirror record of {topic}"))
 
     def _sync_configs(self, topic: str, wanted: dict[str, str]) -> None:
         current = _topic_configs(self.local, [topic]).get(topic, {})
