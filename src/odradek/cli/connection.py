@@ -2,18 +2,8 @@
 
 Most commands hand --command-config's properties to librdkafka. Commands that send requests librdkafka has no
 API for (`quotas`) speak the protocol themselves through `NodeConnection`; `client_security` translates the
-same librdkafka-named properties for them, so one file serves every command:
-
-    security.protocol                   plaintext (default), ssl, sasl_plaintext, sasl_ssl
-    ssl.ca.location                     CA file or directory (default: the system's authorities)
-    ssl.ca.pem                          CA certificates inline
-    ssl.certificate.location, ssl.key.location, ssl.key.password    a client certificate (mutual TLS)
-    ssl.endpoint.identification.algorithm   https (default: the name must match) or none
-    enable.ssl.certificate.verification     true (default) or false
-    sasl.mechanism (or sasl.mechanisms) PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with sasl.username, sasl.password
-    client.id                           the requests' client id (default odradek-cli)
-
-Other properties are librdkafka's business and ignored here.
+same librdkafka-named properties for them (security/client_properties.py lists them), so one file serves
+every command; `client.id` is the requests' client id (default odradek-cli).
 """
 
 from __future__ import annotations
@@ -21,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
@@ -31,84 +20,18 @@ from odradek.network.client import ClientSecurity, NodeConnection
 
 METADATA = 3
 CLIENT_ID = "odradek-cli"
-PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 T = TypeVar("T")
 
 
 def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:
-    """The TLS context and SASL login that librdkafka-named client properties ask for; None for plaintext.
-    A setting this cannot honour is a CliError, never ignored."""
-    protocol = properties.get("security.protocol", "plaintext").strip().lower()
-    if protocol not in PROTOCOLS:
-        raise _invalid(f"security.protocol={protocol} (expected {', '.join(PROTOCOLS)})")
-    if protocol == "plaintext":
-        return None
-    context = _ssl_context(properties) if protocol.endswith("ssl") else None
-    if not protocol.startswith("sasl"):
-        return ClientSecurity(ssl_context=context)
-    mechanism = (properties.get("sasl.mechanism") or properties.get("sasl.mechanisms") or "").strip().upper()
-    if mechanism not in MECHANISMS:
-        raise _invalid(f"sasl.mechanism={mechanism or 'GSSAPI (librdkafka default)'}: the CLI's own requests log "
-                       f"in with {', '.join(MECHANISMS)}")
-    username, password = properties.get("sasl.username"), properties.get("sasl.password")
-    if not username or password is None:
-        raise _invalid(f"sasl.mechanism={mechanism} needs sasl.username and sasl.password")
-    from odradek.security.client_login import PlainLogin, ScramLogin
-    from odradek.security.scram import ScramClient, ScramMechanism, random_nonce
+    """security/client_properties.py's translation of the properties, its errors as CliErrors."""
+    from odradek.security.client_properties import client_security as translate
 
-    if mechanism == "PLAIN":
-        return ClientSecurity(context, mechanism, lambda: PlainLogin(username, password))
-    scram = ScramMechanism.by_name(mechanism)
-    return ClientSecurity(context, mechanism,
-                          lambda: ScramLogin(ScramClient(scram, username, password, random_nonce)))
-
-
-def _ssl_context(properties: Mapping[str, str]) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    algorithm = properties.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
-    if algorithm not in ("https", "none"):
-        raise _invalid(f"ssl.endpoint.identification.algorithm={algorithm} (expected https or none)")
-    verify = properties.get("enable.ssl.certificate.verification", "true").strip().lower()
-    if verify not in ("true", "false"):
-        raise _invalid(f"enable.ssl.certificate.verification={verify} (expected true or false)")
-    context.check_hostname = algorithm == "https" and verify == "true"
-    if verify == "false":
-        context.verify_mode = ssl.CERT_NONE
-    location, pem = properties.get("ssl.ca.location"), properties.get("ssl.ca.pem")
     try:
-        if pem:
-            context.load_verify_locations(cadata=pem)
-        elif location and location != "probe":
-            if os.path.isdir(location):
-                context.load_verify_locations(capath=location)
-            else:
-                context.load_verify_locations(cafile=location)
-        else:
-            context.load_default_certs()
-    except (OSError, ssl.SSLError) as exc:
-        raise _invalid(f"cannot load the CA certificates of ssl.ca.{'pem' if pem else 'location'}: "
-                       f"{_reason(exc)}") from None
-    certificate, key = properties.get("ssl.certificate.location"), properties.get("ssl.key.location")
-    if certificate or key:
-        try:
-            context.load_cert_chain(certificate or key, key, properties.get("ssl.key.password") or None)
-        except (OSError, ssl.SSLError) as exc:
-            raise _invalid(f"cannot load ssl.certificate.location / ssl.key.location: {_reason(exc)}") from None
-    return context
-
-
-def _invalid(text: str) -> CliError:
-    return CliError(f"invalid client configuration: {text}")
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError):
-        return exc.reason or str(exc)
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    return str(exc)
+        return translate(properties)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def command_properties(args: argparse.Namespace) -> dict[str, str]:

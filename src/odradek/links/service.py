@@ -68,12 +68,6 @@ class ClusterLinks:
 
 def _source_security(link: LinkDefinition) -> ClientSecurity | None:
     """The TLS and SASL settings of the link's source config (librdkafka's names); ValueError if unusable."""
-    if not link.source_config:
-        return None
-    from odradek.cli.connection import client_security
-    from odradek.cli.main import CliError
+    from odradek.security.client_properties import client_security
 
-    try:
-        return client_security(link.source_config)
-    except CliError as exc:
-        raise ValueError(str(exc)) from None
+    return client_security(link.source_config)
