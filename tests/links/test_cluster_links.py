@@ -31,10 +31,20 @@ def links(bootstrap: str, *argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def leader_address(bootstrap: str, topic: str, index: int) -> str:
+    """host:port of the partition's leader in the cluster `bootstrap` names; AssertionError while it has none."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)  # naming it would create it
+    assert topic in metadata.topics, f"no topic {topic}"
+    partition = metadata.topics[topic].partitions.get(index)
+    assert partition is not None and partition.leader in metadata.brokers, f"{topic}-{index} has no leader"
+    broker = metadata.brokers[partition.leader]
+    return f"{broker.host}:{broker.port}"
+
+
 def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
     """Every batch of a partition as the leader stores it, up to its high watermark, in offset order."""
     data, offset = b"", 0
-    with RawClient(bootstrap) as client:
+    with RawClient(leader_address(bootstrap, topic, index)) as client:
         while True:
             response = client.request(1, 12, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
@@ -54,7 +64,7 @@ def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
 def partitions_equal(source: str, destination: str, topic: str, count: int) -> bool:
     try:
         return all(raw_partition(source, topic, i) == raw_partition(destination, topic, i) for i in range(count))
-    except AssertionError:  # the mirror partition does not exist yet, or has no leader yet
+    except (AssertionError, OSError):  # the mirror partition does not exist yet, or has no (reachable) leader
         return False
 
 
@@ -252,3 +262,36 @@ def test_group_offsets_follow_and_a_consumer_fails_over_where_it_left_off(node_f
     # failover: the consumer moves to the promoted mirror and resumes at its first uncommitted record
     assert links(destination.bootstrap, "promote", "dc1").returncode == 0
     assert consume(destination.bootstrap, 60) == [f"c{i}" for i in range(40, 100)]
+
+
+def test_a_three_node_destination_mirrors_through_a_kill_9_of_a_mirror_leader(node_factory, cluster_factory):
+    source = node_factory(name="source")
+    cluster = cluster_factory(3, {"default.replication.factor": "3", "min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic("events", 3, 1)])["events"].result(30)
+    produce_mixed(source.bootstrap, "events", "first")
+    assert links(cluster.bootstrap, "create", "dc1", "--source-bootstrap", source.bootstrap,
+                 "--topics", "events").returncode == 0
+    assert wait_for(lambda: partitions_equal(source.bootstrap, cluster.bootstrap, "events", 3),
+                    what="the first records on the three-node mirror")
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+    assert all(len(p.replicas) == 3 for p in metadata.topics["events"].partitions.values())
+    victim = cluster.node(metadata.topics["events"].partitions[0].leader)
+
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(2000):  # being mirrored while the leader of the first mirror partition dies
+        producer.produce("events", key=f"k{i}".encode(), value=b"v" * 200)
+        producer.poll(0)
+        if i == 500:
+            victim.kill()
+    assert producer.flush(60) == 0
+    victim.start()
+    produce_mixed(source.bootstrap, "events", "second")
+    assert wait_for(lambda: partitions_equal(source.bootstrap, cluster.bootstrap, "events", 3), timeout_s=180,
+                    what="the mirror to hold every batch after the kill")
+    # the restarted node caught up as a follower: back in every mirror partition's in-sync replicas
+    local = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert wait_for(lambda: all(len(p.isrs) == 3 for p in
+                                local.list_topics(timeout=10).topics["events"].partitions.values()),
+                    what="the restarted node back in the ISR of every mirror partition")
+    assert committed_values(cluster.bootstrap, "events", 3) == committed_values(source.bootstrap, "events", 3)
