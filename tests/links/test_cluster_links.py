@@ -20,7 +20,9 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from odradek.protocol.records import scan_valid_prefix
+from tests.conftest import free_port
 from tests.e2e.raw_client import RawClient
+from tests.e2e.test_metrics import metrics_port, scrape
 from tests.java.conftest import _two_free_ports
 from tests.reference_kafka import ReferenceBroker, requires_reference
 from tests.sql.server_process import wait_for
@@ -223,7 +225,8 @@ def test_apache_kafka_as_the_source(node, tmp_path):
 
 
 def test_group_offsets_follow_and_a_consumer_fails_over_where_it_left_off(node_factory):
-    source, destination = node_factory(name="source"), node_factory(name="destination")
+    source = node_factory(name="source")
+    destination = node_factory({"metrics.listener": f"http://127.0.0.1:{free_port()}"}, name="destination")
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     admin.create_topics([NewTopic("clicks", 1, 1)])["clicks"].result(30)
     producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True})
@@ -259,6 +262,11 @@ def test_group_offsets_follow_and_a_consumer_fails_over_where_it_left_off(node_f
         return [tp.offset for tp in found.topic_partitions if tp.topic == "clicks"] == [40]
 
     assert wait_for(copied_offset, what="group app's offset 40 on the destination")
+    # the mirror partition's lag, in the destination's metrics: none once it holds the source's 100 records
+    lag = {"link": "dc1", "topic": "clicks", "partition": 0}
+    assert wait_for(lambda: (m := scrape(metrics_port(destination))).get(
+        "odradek_cluster_link_mirror_lag_records", None, **lag) == 0 and m.get(
+        "odradek_cluster_link_mirror_lag_seconds", None, **lag) == 0, what="no lag in the metrics")
     # failover: the consumer moves to the promoted mirror and resumes at its first uncommitted record
     assert links(destination.bootstrap, "promote", "dc1").returncode == 0
     assert consume(destination.bootstrap, 60) == [f"c{i}" for i in range(40, 100)]

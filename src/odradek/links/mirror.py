@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from odradek.links.definition import LinkDefinition
 from odradek.network.client import ClientSecurity, NodeClients, UnknownNodeError
@@ -93,7 +94,9 @@ class MirrorFetchers:
         self.security_of = security_of  # LinkDefinition -> ClientSecurity | None (raises ValueError if unusable)
         self.sources: dict[str, SourceCluster] = {}
         self.tasks: dict[tuple[str, int], asyncio.Task] = {}
-        self.lag: dict[tuple[str, int], int] = {}  # records the mirror is behind the source's high watermark
+        # per mirror partition fed here: (link, records behind the source's high watermark, monotonic time it
+        # last held everything the source had)
+        self.lag: dict[tuple[str, int], tuple[str, int, float]] = {}
 
     async def run(self) -> None:
         try:
@@ -152,7 +155,7 @@ class MirrorFetchers:
                         if self.reader.state.read_only(topic) is None:
                             return
                     appended = replicas.append_mirrored(topic, index, data["records"], data["log_start_offset"])
-                    self.lag[(topic, index)] = max(0, data["high_watermark"] - appended)
+                    self._record_lag(source.link.name, topic, index, max(0, data["high_watermark"] - appended))
                     if appended > log_end or not data["records"]:
                         continue
                     log.warning("Mirror %s-%d: the source's answer at offset %d holds nothing to append",
@@ -174,6 +177,16 @@ class MirrorFetchers:
                 log.info("Mirror %s-%d: %s", topic, index, exc)
             leader = None  # ask the source's metadata again
             await asyncio.sleep(BACKOFF_S)
+
+    def _record_lag(self, link: str, topic: str, index: int, records: int) -> None:
+        now = time.monotonic()
+        caught_up = now if records == 0 else self.lag.get((topic, index), (link, 0, now))[2]
+        self.lag[(topic, index)] = (link, records, caught_up)
+
+    def lag_seconds(self, topic: str, index: int) -> float:
+        """How long the mirror partition has been behind the source (0 while it is caught up)."""
+        _, records, caught_up = self.lag[(topic, index)]
+        return 0.0 if records == 0 else time.monotonic() - caught_up
 
     def _leads(self, topic: str, index: int) -> bool:
         partition = self.node.replicas.partitions.get((topic, index))

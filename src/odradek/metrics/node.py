@@ -55,6 +55,7 @@ class NodeMetrics:
         registry.add_collector(self._group_coordinator)
         registry.add_collector(self._transaction_coordinator)
         registry.add_collector(self.lag.collect)
+        registry.add_collector(self._cluster_links)
         registry.add_collector(lambda: process_families(self.start_time_s))
         registry.add_collector(lambda: disk_families(node.log_manager.log_dirs, set(node.log_manager.offline_dirs)))
 
@@ -95,6 +96,21 @@ class NodeMetrics:
         yield connections
         yield gauge_family("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 3 running, 1 starting.").add(
             (), BROKER_RUNNING if node.servers or not node.is_broker else BROKER_STARTING)
+
+    def _cluster_links(self) -> Iterable[MetricFamily]:
+        fetchers = self.node.links.fetchers
+        if fetchers is None:
+            return
+        labels = ("link", "topic", "partition")
+        records = gauge_family("odradek_cluster_link_mirror_lag_records", "Records a mirror partition this node "
+                               "leads is behind its source partition's high watermark.", labels)
+        seconds = gauge_family("odradek_cluster_link_mirror_lag_seconds", "How long a mirror partition this "
+                               "node leads has been behind its source (0 while caught up).", labels)
+        for (topic, index), (link, behind, _) in sorted(fetchers.lag.items()):
+            records.add((link, topic, str(index)), behind)
+            seconds.add((link, topic, str(index)), fetchers.lag_seconds(topic, index))
+        yield records
+        yield seconds
 
     def _replica_manager(self) -> Iterable[MetricFamily]:
         node = self.node
