@@ -19,7 +19,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from odradek.protocol.records import scan_valid_prefix
+from odradek.protocol.records import scan_valid_prefix, stamp_leader_epoch
 from tests.conftest import free_port
 from tests.e2e.raw_client import RawClient
 from tests.e2e.test_metrics import metrics_port, scrape
@@ -44,7 +44,8 @@ def leader_address(bootstrap: str, topic: str, index: int) -> str:
 
 
 def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
-    """Every batch of a partition as the leader stores it, up to its high watermark, in offset order."""
+    """Every batch of a partition as the leader stores it, up to its high watermark, in offset order, with
+    the partition leader epochs (which are each cluster's own) zeroed."""
     data, offset = b"", 0
     with RawClient(leader_address(bootstrap, topic, index)) as client:
         while True:
@@ -59,7 +60,9 @@ def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
             infos, end = scan_valid_prefix(memoryview(answer["records"] or b""))
             if not infos:
                 return data
-            data += bytes(answer["records"][:end])
+            batches = bytearray(answer["records"][:end])
+            stamp_leader_epoch(batches, infos, 0)
+            data += batches
             offset = infos[-1].next_offset
 
 
@@ -303,3 +306,4 @@ def test_a_three_node_destination_mirrors_through_a_kill_9_of_a_mirror_leader(no
                                 local.list_topics(timeout=10).topics["events"].partitions.values()),
                     what="the restarted node back in the ISR of every mirror partition")
     assert committed_values(cluster.bootstrap, "events", 3) == committed_values(source.bootstrap, "events", 3)
+

@@ -26,10 +26,10 @@ from odradek.controller.metadata_image import PartitionImage
 from odradek.metrics.broker_topic import BrokerTopicStats
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
-from odradek.protocol.records import scan_valid_prefix
+from odradek.protocol.records import scan_valid_prefix, stamp_leader_epoch
 from odradek.registry import validation as schema_validation
 from odradek.replication.throttle import ReplicationQuota, is_throttled
-from odradek.storage.log import PartitionLog
+from odradek.storage.log import PartitionLog, UnexpectedAppendOffset
 
 READ_COMMITTED = 1  # isolation level
 
@@ -466,7 +466,15 @@ class ReplicaManager:
                 return ErrorCode.NONE
             records = data["records"]
             if records is not None and len(records):
-                log_.append_as_follower(records, now_ms=now_ms())
+                try:
+                    log_.append_as_follower(records, now_ms=now_ms())
+                except UnexpectedAppendOffset as exc:
+                    if log_.log_start_offset != log_.log_end_offset or exc.first_offset > log_.log_end_offset:
+                        raise
+                    # an empty log starting inside the leader's first batch (a log start moved mid-batch):
+                    # it starts at that batch, as Kafka's follower does
+                    log_.truncate_fully_and_start_at(exc.first_offset)
+                    log_.append_as_follower(records, now_ms=now_ms())
                 self.topic_stats.replication_bytes_in += len(records)
             log_.high_watermark = min(data["high_watermark"], log_.log_end_offset)
             if log_.log_start_offset < data["log_start_offset"] <= log_.high_watermark:
@@ -482,8 +490,10 @@ class ReplicaManager:
 
     def append_mirrored(self, topic: str, index: int, fetched, source_log_start: int) -> int:
         """On the leader of a cluster link's mirror partition: append the batches fetched from the source at
-        their offsets, as a follower appends (timestamps, producer ids, markers and epochs kept), then follow
-        the source's log start. A consumer fetch may end in a cut batch: only whole batches are taken, and
+        their offsets, as a follower appends (timestamps, producer ids and markers kept), then follow the
+        source's log start. The batches carry this partition's leader epoch instead of the source's, so the
+        epoch history is the destination's own, as any partition's here (leader changes, followers'
+        truncation, a promotion). A consumer fetch may end in a cut batch: only whole batches are taken, and
         any the log already holds are skipped. Returns the log end offset."""
         partition = self.partition(topic, index)
         log_ = partition.log
@@ -495,8 +505,12 @@ class ReplicaManager:
             log_.truncate_fully_and_start_at(infos[0].base_offset)
         fresh = [info for info in infos if info.base_offset >= log_.log_end_offset]
         if fresh:
-            log_.append_as_follower(view[fresh[0].position:fresh[-1].end], now_ms=now_ms())
-            self.topic_stats.replication_bytes_in += fresh[-1].end - fresh[0].position
+            start = fresh[0].position
+            batches = bytearray(view[start:fresh[-1].end])
+            stamp_leader_epoch(batches, [info._replace(position=info.position - start) for info in fresh],
+                               partition.leader_epoch)
+            log_.append_as_follower(batches, now_ms=now_ms())
+            self.topic_stats.replication_bytes_in += len(batches)
         self._advance_high_watermark(partition)
         if log_.log_start_offset < source_log_start <= log_.high_watermark:
             log_.delete_records_before(source_log_start)

@@ -59,8 +59,10 @@ def add_links_parser(commands, client, output) -> None:
 
     p = sub.add_parser("promote", parents=[client], help="fail over: make mirror topics writable",
                        description="Stop mirroring the link's mirror topics (or those named) and make them "
-                                   "ordinary, writable topics. Records the source had not yet copied here stay "
-                                   "behind; see docs/multi-datacenter.md.")
+                                   "ordinary, writable topics. First waits (up to --timeout) until the mirrors "
+                                   "hold the source's records and copies the groups' offsets once more; a "
+                                   "source that does not answer is promoted from where the mirrors are. See "
+                                   "docs/multi-datacenter.md.")
     p.add_argument("name")
     p.add_argument("--topics", metavar="TOPIC[,TOPIC...]", help="only these mirror topics")
     p.set_defaults(run=promote)
@@ -91,7 +93,7 @@ def create_link(args: argparse.Namespace) -> int:
     state = _state(args, config)
     if link.name in state.links:
         raise CliError(f"link {link.name} already exists")
-    source = AdminClient({**client_config(args), "bootstrap.servers": link.source_bootstrap, **source_config})
+    source = AdminClient(_source_config(args, link))
     try:
         selected = sorted(t for t in source.list_topics(timeout=args.timeout).topics if link.mirrors_topic(t))
     except KafkaException as exc:
@@ -127,19 +129,34 @@ def list_links(args: argparse.Namespace) -> int:
 
 
 def describe_link(args: argparse.Namespace) -> int:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
     config = client_config(args)
     state = _state(args, config)
     link = _link(state, args.name)
-    mirrors = sorted((m for m in state.mirrors.values() if m.link == link.name), key=lambda m: m.topic)
+    rows = _partitions(args, config, link, [m for m in state.mirrors.values() if m.link == link.name])
+    if args.output == "json":
+        print_json({"name": link.name, "source": link.source_bootstrap, "topics": list(link.topics),
+                    "groups": list(link.groups), "paused": link.paused, "sync_configs": link.sync_configs,
+                    "partitions": rows})
+    else:
+        print(f"Link {link.name} from {link.source_bootstrap}, topics {','.join(link.topics)}"
+              + (" (paused)" if link.paused else ""))
+        print_table(("TOPIC", "PARTITION", "STATE", "SOURCE-END", "MIRROR-END", "LAG"),
+                    [tuple("-" if v is None else v for v in row.values()) for row in rows])
+    return 0
+
+
+def _partitions(args: argparse.Namespace, config: dict, link, mirrors) -> list[dict]:
+    """Each partition of these mirror topics: its state, the source's and the mirror's end offsets and the lag
+    (None where the source does not answer)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
     local = Consumer({**config, "group.id": "odradek-cli-links", "enable.auto.commit": False})
-    source = Consumer({**client_config(args), "bootstrap.servers": link.source_bootstrap, **link.source_config,
-                       "group.id": "odradek-cli-links", "enable.auto.commit": False})
+    source = Consumer({**_source_config(args, link), "group.id": "odradek-cli-links", "enable.auto.commit": False})
     rows = []
     try:
-        for mirror in mirrors:
-            topic = local.list_topics(mirror.topic, timeout=args.timeout).topics.get(mirror.topic)
+        topics = local.list_topics(timeout=args.timeout).topics  # all: naming a topic could create it
+        for mirror in sorted(mirrors, key=lambda m: m.topic):
+            topic = topics.get(mirror.topic)
             for index in sorted(topic.partitions if topic is not None and topic.error is None else ()):
                 partition = TopicPartition(mirror.topic, index)
                 mirror_end = local.get_watermark_offsets(partition, timeout=args.timeout)[1]
@@ -156,15 +173,7 @@ def describe_link(args: argparse.Namespace) -> int:
     finally:
         local.close()
         source.close()
-    if args.output == "json":
-        print_json({"name": link.name, "source": link.source_bootstrap, "topics": list(link.topics),
-                    "paused": link.paused, "sync_configs": link.sync_configs, "partitions": rows})
-    else:
-        print(f"Link {link.name} from {link.source_bootstrap}, topics {','.join(link.topics)}"
-              + (" (paused)" if link.paused else ""))
-        print_table(("TOPIC", "PARTITION", "STATE", "SOURCE-END", "MIRROR-END", "LAG"),
-                    [tuple("-" if v is None else v for v in row.values()) for row in rows])
-    return 0
+    return rows
 
 
 def set_paused(args: argparse.Namespace, paused: bool) -> int:
@@ -180,7 +189,14 @@ def set_paused(args: argparse.Namespace, paused: bool) -> int:
 
 
 def promote(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
     from odradek.links.definition import ACTIVE, PROMOTED, MirrorTopic, mirror_key
+    from odradek.links.sync import copy_group_offsets
 
     config = client_config(args)
     state = _state(args, config)
@@ -190,6 +206,27 @@ def promote(args: argparse.Namespace) -> int:
     unknown = sorted(wanted - active)
     if unknown:
         raise CliError(f"not an active mirror topic of link {link.name}: {', '.join(unknown)}")
+    # A planned failover: wait (up to --timeout) until the mirrors hold what the source has, so nothing stays
+    # behind; a source that does not answer (a disaster) is promoted from where the mirrors are.
+    mirrors = [m for m in state.mirrors.values() if m.topic in wanted]
+    deadline = time.monotonic() + args.timeout
+    while True:
+        lags = [row["lag"] for row in _partitions(args, config, link, mirrors)]
+        if all(lag == 0 for lag in lags) or None in lags or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    behind = sum(lag or 0 for lag in lags)
+    if None in lags or behind:
+        print(f"warning: promoting with {'an unknown number of' if None in lags else behind} records of the "
+              "source not mirrored", file=sys.stderr)
+    if link.groups:  # a last copy of the groups' offsets, so consumers resume at their latest commits
+        source = AdminClient(_source_config(args, link))
+        try:
+            copy_group_offsets(source, AdminClient(config), config, link, wanted)
+        except KafkaException as exc:
+            print(f"warning: consumer group offsets not copied (the source does not answer: "
+                  f"{exc.args[0].str() if exc.args else exc}); groups resume at the offsets copied before",
+                  file=sys.stderr)
     _write(args, config, [(mirror_key(t), MirrorTopic(t, link.name, PROMOTED).to_json()) for t in sorted(wanted)])
     print(f"Promoted {len(wanted)} mirror topics of link {link.name}: {', '.join(sorted(wanted)) or '-'}")
     return 0
@@ -208,6 +245,15 @@ def delete_link(args: argparse.Namespace) -> int:
     _write(args, config, [(link_key(link.name), None)])
     print(f"Deleted link {link.name}")
     return 0
+
+
+def _source_config(args: argparse.Namespace, link) -> dict:
+    """Client settings for the source: the CLI's own (timeouts, logging) and the link's source config, never
+    the destination's --command-config (its credentials are not the source's)."""
+    base = {key: value for key, value in client_config(args).items()
+            if key in ("client.id", "socket.connection.setup.timeout.ms", "log.connection.close", "error_cb",
+                       "logger", "log_level")}
+    return {**base, "bootstrap.servers": link.source_bootstrap, **link.source_config}
 
 
 def _state(args: argparse.Namespace, config: dict):

@@ -110,6 +110,8 @@ class MirrorFetchers:
                 source.close()
 
     def _reconcile(self) -> None:
+        if not self.reader.ready.is_set():  # until it has read every link record: a mirror may be promoted
+            return
         with self.reader.lock:
             active = self.reader.state.active_mirrors()
         wanted: dict[tuple[str, int], LinkDefinition] = {}
@@ -151,7 +153,7 @@ class MirrorFetchers:
                 data = await source.fetch(leader, topic, index, log_end, epoch)
                 error = ErrorCode(data["error_code"])
                 if error == ErrorCode.NONE:
-                    with self.reader.lock:  # promoted or paused while the fetch was out: nothing more is appended
+                    with self.reader.lock:  # promoted while the fetch was out: nothing more is appended
                         if self.reader.state.read_only(topic) is None:
                             return
                     appended = replicas.append_mirrored(topic, index, data["records"], data["log_start_offset"])
@@ -175,6 +177,8 @@ class MirrorFetchers:
                 if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and not self._leads(topic, index):
                     return  # this node no longer leads the mirror partition
                 log.info("Mirror %s-%d: %s", topic, index, exc)
+            except Exception:  # an answer it cannot use (an error code it does not know): it tries again
+                log.exception("Mirror %s-%d failed", topic, index)
             leader = None  # ask the source's metadata again
             await asyncio.sleep(BACKOFF_S)
 

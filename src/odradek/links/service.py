@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from odradek.links.definition import LINKS_TOPIC, LinkDefinition
 from odradek.links.mirror import MirrorFetchers
@@ -36,6 +37,14 @@ class ClusterLinks:
             return reader.state.read_only(topic)
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Cluster links stopped on this node")
+
+    async def _run(self) -> None:
         while LINKS_TOPIC not in self.node.image.topics:
             await asyncio.sleep(WATCH_INTERVAL_S)
         # here, not at the top: a node without links never loads the client library
@@ -53,9 +62,9 @@ class ClusterLinks:
         while True:
             await asyncio.sleep(SYNC_INTERVAL_S)
             partition = self.node.replicas.partitions.get((LINKS_TOPIC, 0))
-            if partition is not None and partition.is_leader:
+            if partition is not None and partition.is_leader and self.reader.ready.is_set():
                 try:
-                    await asyncio.to_thread(sync.sync_once)
+                    await _in_daemon_thread(sync.sync_once)
                 except Exception:
                     log.exception("Cluster link topic sync failed")
 
@@ -64,6 +73,30 @@ class ClusterLinks:
             task.cancel()
         if self.reader is not None:
             self.reader.close()
+
+
+def _in_daemon_thread(function) -> asyncio.Future:
+    """Run a blocking function on a thread of its own that never holds up the node's exit (a sync pass can
+    wait tens of seconds on a source that does not answer)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(outcome, value) -> None:
+        if not future.done():
+            (future.set_result if outcome else future.set_exception)(value)
+
+    def run() -> None:
+        try:
+            result = (True, function())
+        except Exception as exc:
+            result = (False, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *result)
+        except RuntimeError:  # the node's loop has closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="cluster-links-sync", daemon=True).start()
+    return future
 
 
 def _source_security(link: LinkDefinition) -> ClientSecurity | None:

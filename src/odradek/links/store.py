@@ -29,6 +29,7 @@ class LinkStateReader:
         self.state = LinkState()
         self.lock = threading.Lock()
         self._stopping = threading.Event()
+        self.ready = threading.Event()  # set once the reader has reached the end of the topic
         self._thread = threading.Thread(target=self._read, name="cluster-links-reader", daemon=True)
 
     def start(self) -> None:
@@ -39,13 +40,16 @@ class LinkStateReader:
         return self._thread.is_alive()
 
     def close(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._stopping.set()  # the thread (a daemon) stops at its next poll; nothing waits for it
 
     def _read(self) -> None:
-        consumer = Consumer({**self.client_properties, "group.id": "odradek-cluster-links-reader",
-                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+        try:
+            consumer = Consumer({**self.client_properties, "group.id": "odradek-cluster-links-reader",
+                                 "enable.auto.commit": False, "isolation.level": "read_committed",
+                                 "enable.partition.eof": True})
+        except KafkaException as exc:
+            log.error("Cannot read %s: %s", LINKS_TOPIC, exc)
+            return
         try:
             consumer.assign([TopicPartition(LINKS_TOPIC, 0, OFFSET_BEGINNING)])
             while not self._stopping.is_set():
@@ -53,8 +57,10 @@ class LinkStateReader:
                 if message is None:
                     continue
                 if message.error():
-                    if message.error().code() != KafkaError._PARTITION_EOF:
-                        log.debug("Reading %s: %s", LINKS_TOPIC, message.error())
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        self.ready.set()
+                    else:
+                        log.warning("Reading %s: %s", LINKS_TOPIC, message.error())
                     continue
                 with self.lock:
                     try:

@@ -61,74 +61,36 @@ class TopicSync:
             return
         configs = _topic_configs(source, list(selected))
         for name, meta in sorted(selected.items()):
-            mirror = mirrors.get(name)
-            if mirror is not None and (mirror.link != link.name or mirror.state != ACTIVE):
-                continue
-            if mirror is None and name in local:
-                if (link.name, name) not in self._conflicts:
-                    self._conflicts.add((link.name, name))
-                    log.warning("Cluster link %s: topic %s exists here and is not a mirror; not mirrored",
-                                link.name, name)
-                continue
-            if mirror is None:
-                write_records(self.client_properties, [(mirror_key(name), MirrorTopic(name, link.name).to_json())])
-                self._await_mirror_record(name)
-            count = len(meta.partitions)
-            if name not in local:
-                log.info("Cluster link %s: creating mirror topic %s (%d partitions)", link.name, name, count)
-                self.local.create_topics([NewTopic(name, count, config=configs.get(name, {}))])[name].result(
-                    TIMEOUT_S)
-                continue
-            if len(local[name].partitions) < count:
-                log.info("Cluster link %s: mirror topic %s grows to %d partitions", link.name, name, count)
-                self.local.create_partitions([NewPartitions(name, count)])[name].result(TIMEOUT_S)
-            if link.sync_configs:
-                self._sync_configs(name, configs.get(name, {}))
+            try:
+                self._sync_topic(link, name, meta, mirrors.get(name), local, configs)
+            except KafkaException as exc:  # one topic's trouble does not hold up the others
+                log.info("Cluster link %s: syncing topic %s failed: %s", link.name, name, exc)
         if link.groups:
             active = {m.topic for m in mirrors.values() if m.link == link.name and m.state == ACTIVE}
-            self._sync_groups(source, link, active & set(local))
+            copy_group_offsets(source, self.local, self.client_properties, link, active & set(local))
 
-    def _sync_groups(self, source: AdminClient, link: LinkDefinition, mirrored: set[str]) -> None:
-        listed = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
-        groups = sorted(g.group_id for g in listed.valid if link.mirrors_group(g.group_id))
-        if not groups or not mirrored:
+    def _sync_topic(self, link: LinkDefinition, name: str, meta, mirror, local: dict, configs: dict) -> None:
+        if mirror is not None and (mirror.link != link.name or mirror.state != ACTIVE):
             return
-        busy = set()
-        for group, future in self.local.describe_consumer_groups(groups, request_timeout=TIMEOUT_S).items():
-            try:
-                if future.result(TIMEOUT_S).members:
-                    busy.add(group)
-            except KafkaException:
-                pass  # not known here yet
-        ends = self._mirror_ends(mirrored)
-        for group in groups:
-            if group in busy:
-                continue
-            request = [ConsumerGroupTopicPartitions(group)]
-            committed = source.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(
-                TIMEOUT_S)
-            offsets = [TopicPartition(tp.topic, tp.partition, min(tp.offset, ends[(tp.topic, tp.partition)]))
-                       for tp in committed.topic_partitions
-                       if tp.offset >= 0 and (tp.topic, tp.partition) in ends]
-            if offsets:
-                self.local.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
-                                                        request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-
-    def _mirror_ends(self, topics: set[str]) -> dict[tuple[str, int], int]:
-        """The high watermark of every partition of these local topics."""
-        from confluent_kafka import Consumer
-
-        consumer = Consumer({**self.client_properties, "group.id": "odradek-cluster-links-sync"})
-        try:
-            ends = {}
-            for topic, meta in consumer.list_topics(timeout=TIMEOUT_S).topics.items():
-                if topic in topics:
-                    for index in meta.partitions:
-                        ends[(topic, index)] = consumer.get_watermark_offsets(
-                            TopicPartition(topic, index), timeout=TIMEOUT_S)[1]
-            return ends
-        finally:
-            consumer.close()
+        if mirror is None and name in local:
+            if (link.name, name) not in self._conflicts:
+                self._conflicts.add((link.name, name))
+                log.warning("Cluster link %s: topic %s exists here and is not a mirror; not mirrored",
+                            link.name, name)
+            return
+        if mirror is None:
+            write_records(self.client_properties, [(mirror_key(name), MirrorTopic(name, link.name).to_json())])
+            self._await_mirror_record(name)
+        count = len(meta.partitions)
+        if name not in local:
+            log.info("Cluster link %s: creating mirror topic %s (%d partitions)", link.name, name, count)
+            self.local.create_topics([NewTopic(name, count, config=configs.get(name, {}))])[name].result(TIMEOUT_S)
+            return
+        if len(local[name].partitions) < count:
+            log.info("Cluster link %s: mirror topic %s grows to %d partitions", link.name, name, count)
+            self.local.create_partitions([NewPartitions(name, count)])[name].result(TIMEOUT_S)
+        if link.sync_configs:
+            self._sync_configs(name, configs.get(name, {}))
 
     def _await_mirror_record(self, topic: str) -> None:
         """Wait until this node has read the mirror record, so that it refuses producers before the topic
@@ -159,3 +121,54 @@ def _topic_configs(admin: AdminClient, topics: list[str]) -> dict[str, dict[str,
                                 if getattr(entry.source, "value", entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
                                 and name not in LOCAL_CONFIGS and entry.value is not None}
     return found
+
+
+def copy_group_offsets(source: AdminClient, local: AdminClient, local_properties: dict, link: LinkDefinition,
+                       mirrored: set[str]) -> list[str]:
+    """Copy the committed offsets of the source's groups the link selects, on these mirror topics, to the
+    groups of the same names here, capped at the mirrors' ends; groups with members here are left alone.
+    Returns the groups copied."""
+    if not link.groups or not mirrored:
+        return []
+    listed = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    groups = sorted(g.group_id for g in listed.valid if link.mirrors_group(g.group_id))
+    if not groups:
+        return []
+    busy = set()
+    for group, future in local.describe_consumer_groups(groups, request_timeout=TIMEOUT_S).items():
+        try:
+            if future.result(TIMEOUT_S).members:
+                busy.add(group)
+        except KafkaException:
+            pass  # not known here yet
+    ends = _ends(local_properties, mirrored)
+    copied = []
+    for group in groups:
+        if group in busy:
+            continue
+        request = [ConsumerGroupTopicPartitions(group)]
+        committed = source.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        offsets = [TopicPartition(tp.topic, tp.partition, min(tp.offset, ends[(tp.topic, tp.partition)]))
+                   for tp in committed.topic_partitions if tp.offset >= 0 and (tp.topic, tp.partition) in ends]
+        if offsets:
+            local.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                               request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            copied.append(group)
+    return copied
+
+
+def _ends(properties: dict, topics: set[str]) -> dict[tuple[str, int], int]:
+    """The high watermark of every partition of these local topics."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({**properties, "group.id": "odradek-cluster-links-sync"})
+    try:
+        ends = {}
+        for topic, meta in consumer.list_topics(timeout=TIMEOUT_S).topics.items():
+            if topic in topics:
+                for index in meta.partitions:
+                    ends[(topic, index)] = consumer.get_watermark_offsets(TopicPartition(topic, index),
+                                                                          timeout=TIMEOUT_S)[1]
+        return ends
+    finally:
+        consumer.close()

@@ -286,6 +286,12 @@ def assign_offsets(
 # Decoding
 
 
+def stamp_leader_epoch(buf: bytearray, infos: list[BatchInfo], leader_epoch: int) -> None:
+    """Set the partitionLeaderEpoch of these batches of `buf` (outside the CRC: nothing else changes)."""
+    for info in infos:
+        _INT32.pack_into(buf, info.position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+
+
 def decode_batch(buf, info: BatchInfo) -> list[Record]:
     """Decode (and decompress) the records of one batch. Malformed records raise CORRUPT_MESSAGE."""
     view = _view(buf)

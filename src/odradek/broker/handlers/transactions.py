@@ -50,9 +50,10 @@ async def _add_partitions(broker, ctx, transactional_id: str, producer_id: int, 
     image = broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     unknown = {p for p in wanted if p[0] not in image.topics or p[1] not in image.topics[p[0]].partitions}
-    if unknown:
-        errors = {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                  for p in wanted}
+    mirrors = {p for p in wanted if broker.links.read_only(p[0]) is not None}  # no markers in a mirror either
+    if unknown or mirrors:
+        errors = {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else ErrorCode.INVALID_TOPIC_EXCEPTION
+                  if p in mirrors else ErrorCode.OPERATION_NOT_ATTEMPTED for p in wanted}
     elif verify_only:
         errors = broker.transactions.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
     else:
