@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import (
     Consumer,
@@ -18,6 +20,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kafka import KafkaConsumer
 
 from odradek.protocol.records import scan_valid_prefix, stamp_leader_epoch
 from tests.conftest import free_port
@@ -88,6 +91,16 @@ def produce_mixed(bootstrap: str, topic: str, tag: str) -> None:
             transactional.produce(topic, key=f"t{i}".encode(), value=f"{tag}-{'kept' if commit else 'aborted'}-{i}"
                                   .encode())
         (transactional.commit_transaction if commit else transactional.abort_transaction)(30)
+
+
+def refused_write(bootstrap: str, topic: str) -> KafkaError:
+    """The error a producer (retrying as it does by default) finally gets for a write to `topic`."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    errors = []
+    producer.produce(topic, b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(60)
+    assert errors and errors[0] is not None, errors
+    return errors[0]
 
 
 def committed_values(bootstrap: str, topic: str, count: int) -> list[str]:
@@ -198,6 +211,8 @@ def test_kill_9_of_the_destination_and_the_source_during_mirroring_leaves_no_gap
             producer.poll(0)
         victim.kill()
         victim.start()
+        if victim is destination:  # at once: the restarted node has not read which topics are mirrors yet
+            assert refused_write(destination.bootstrap, "events").code() == KafkaError.TOPIC_EXCEPTION
         assert producer.flush(60) == 0
     assert wait_for(lambda: partitions_equal(source.bootstrap, destination.bootstrap, "events", 2),
                     timeout_s=180, what="the mirror to catch up after the kills")
@@ -307,3 +322,87 @@ def test_a_three_node_destination_mirrors_through_a_kill_9_of_a_mirror_leader(no
                     what="the restarted node back in the ISR of every mirror partition")
     assert committed_values(cluster.bootstrap, "events", 3) == committed_values(source.bootstrap, "events", 3)
 
+
+
+def test_promote_while_producers_and_consumers_run(node_factory, cluster_factory):
+    """A planned failover with the application live: the producer stops writing to the source and waits for
+    the promotion, then writes to the destination; the consumer (kafka-python on the source, confluent-kafka on
+    the destination) dies with some records processed but not committed, and its group resumes on the
+    destination at its last commit. Every record arrives once, except the uncommitted window, read twice."""
+    source = node_factory(name="source")
+    destination = cluster_factory(3, {"default.replication.factor": "3", "min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(30)
+    assert links(destination.bootstrap, "create", "dc1", "--source-bootstrap", source.bootstrap,
+                 "--topics", "orders", "--groups", "app").returncode == 0
+    total = 4000
+    acked, failures, read_on_source = [], [], []
+    switch, drained, promoted, source_consumer_stop = (threading.Event() for _ in range(4))
+
+    def produce() -> None:
+        seq = 0
+        for bootstrap in (source.bootstrap, destination.bootstrap):
+            producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+
+            def delivered(error, message):
+                (failures if error else acked).append(error or int(message.value()))
+
+            while seq < total and not (bootstrap == source.bootstrap and switch.is_set()):
+                producer.produce("orders", value=str(seq).encode(), partition=seq % 2, on_delivery=delivered)
+                producer.poll(0)
+                seq += 1
+                if seq % 100 == 0:  # an application's pace, not a bulk load
+                    producer.flush(60)
+            assert producer.flush(120) == 0, "records not delivered"
+            if bootstrap == source.bootstrap:
+                drained.set()
+                assert promoted.wait(300), "no promotion"
+
+    def consume_on_source() -> int:
+        """Reads and commits every 50 records until told to stop, then dies without committing the rest; how
+        many of its records are committed."""
+        consumer = KafkaConsumer("orders", bootstrap_servers=source.bootstrap, group_id="app",
+                                 enable_auto_commit=False, auto_offset_reset="earliest")
+        committed = 0
+        while not source_consumer_stop.is_set():
+            for records in consumer.poll(timeout_ms=200).values():
+                read_on_source.extend(int(record.value) for record in records)
+            if len(read_on_source) - committed >= 50:
+                consumer.commit()
+                committed = len(read_on_source)
+        consumer.close(autocommit=False)
+        return committed
+
+    with ThreadPoolExecutor(2) as pool:
+        producing, consuming = pool.submit(produce), pool.submit(consume_on_source)
+        wait_for(lambda: len(read_on_source) >= 1000 or producing.done(), what="1000 records read on the source")
+        source_consumer_stop.set()
+        committed = consuming.result(120)
+        switch.set()
+        assert drained.wait(180) or producing.result(0)
+        promotion = links(destination.bootstrap, "promote", "dc1")
+        assert promotion.returncode == 0 and "warning" not in promotion.stderr, promotion.stderr
+        promoted.set()
+        producing.result(300)
+    assert not failures and sorted(acked) == list(range(total)), failures[:3]
+    # the mirror holds the source's records at the same offsets, the destination's own writes after them
+    for index in range(2):
+        assert raw_partition(destination.bootstrap, "orders", index).startswith(
+            raw_partition(source.bootstrap, "orders", index))
+
+    consumer = Consumer({"bootstrap.servers": destination.bootstrap, "group.id": "app", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["orders"])
+    read_on_destination = []
+    while len(read_on_destination) < total - committed:
+        message = consumer.poll(30)
+        assert message is not None, f"stuck after {len(read_on_destination)} records"
+        if not message.error():
+            read_on_destination.append(int(message.value()))
+    consumer.close()
+    uncommitted = read_on_source[committed:]
+    assert sorted(read_on_source[:committed] + read_on_destination) == list(range(total))
+    assert set(read_on_destination) & set(read_on_source) == set(uncommitted)
+    for index in range(2):  # in order within each partition
+        mine = [seq for seq in read_on_destination if seq % 2 == index]
+        assert mine == sorted(mine)

@@ -50,6 +50,8 @@ def test_records_build_the_state_and_tombstones_remove():
     # a mirror of a link that no longer exists stays read-only, but nothing feeds it
     assert state.read_only("t3") == "gone"
     assert [(m.topic, link.name) for m, link in state.active_mirrors()] == [("t1", "dc1")]
+    # auto-creation leaves alone what a link owns or will create: active mirrors and names its patterns select
+    assert [state.reserved_by(t) for t in ("t1", "t2", "t3", "t9", "x")] == ["dc1", None, "gone", "dc1", None]
     state.apply(link_key("dc1"), LinkDefinition("dc1", "h:1", ("t.*",), paused=True).to_json())
     assert state.active_mirrors() == [] and state.read_only("t1") == "dc1"  # paused: still read-only
     state.apply(mirror_key("t1"), None)

@@ -132,6 +132,14 @@ class LinkState:
         mirror = self.mirrors.get(topic)
         return mirror.link if mirror is not None and mirror.state == ACTIVE else None
 
+    def reserved_by(self, topic: str) -> str | None:
+        """The link that owns the name `topic` on this cluster, so that auto-creation must not take it: the link
+        it is an active mirror of, or else a link whose patterns select it (it will create it as a mirror)."""
+        mirror = self.mirrors.get(topic)
+        if mirror is not None:
+            return mirror.link if mirror.state == ACTIVE else None
+        return next((link.name for link in self.links.values() if link.mirrors_topic(topic)), None)
+
     def active_mirrors(self) -> list[tuple[MirrorTopic, LinkDefinition]]:
         """Mirror topics being fed: active, of a link that exists and is not paused."""
         found = []

@@ -2,7 +2,8 @@
 
 Nothing runs until the cluster has a `__cluster_links` topic (the first `odradek links create` makes it): then
 the node reads it, feeds the mirror partitions it leads, and, while it leads the topic's partition, syncs the
-links' topics. The produce path asks `read_only` whether a topic is an active mirror.
+links' topics. The produce path asks `write_refusal` whether a topic takes writes: not an active mirror, and
+not while the node has yet to read which topics are mirrors (after a restart).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from odradek.links.definition import LINKS_TOPIC, LinkDefinition
 from odradek.links.mirror import MirrorFetchers
 from odradek.network.client import ClientSecurity
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,31 @@ class ClusterLinks:
         with reader.lock:
             return reader.state.read_only(topic)
 
+    def reserves(self, topic: str) -> bool:
+        """Whether auto-creation must leave the name `topic` to a link (see LinkState.reserved_by); also while
+        this node has yet to read the links."""
+        reader = self.reader
+        if reader is None or not reader.ready.is_set():
+            return LINKS_TOPIC in self.node.image.topics
+        with reader.lock:
+            return reader.state.reserved_by(topic) is not None
+
+    def write_refusal(self, topic: str) -> tuple[ErrorCode, str] | None:
+        """Why a producer may not write to `topic` now (an error code and message), or None when it may. Until
+        this node has read the whole `__cluster_links` topic it cannot tell a mirror from any other topic: the
+        refusal is then retriable, so producers wait instead of writing into a mirror."""
+        reader = self.reader
+        if reader is None or not reader.ready.is_set():
+            if LINKS_TOPIC not in self.node.image.topics:
+                return None
+            return (ErrorCode.LEADER_NOT_AVAILABLE, f"Node {self.node.node_id} is still reading the cluster links "
+                    "(which topics are read-only mirrors)")
+        link = self.read_only(topic)
+        if link is None:
+            return None
+        return (ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic {topic} is a mirror of cluster link {link}: read-only until it is promoted")
+
     async def run(self) -> None:
         try:
             await self._run()
@@ -54,7 +81,7 @@ class ClusterLinks:
 
         settings = from_node_config(self.node.config)
         properties = {"bootstrap.servers": settings.bootstrap, **settings.properties}
-        self.reader = LinkStateReader(settings.bootstrap, dict(settings.properties))
+        self.reader = LinkStateReader(settings.bootstrap, dict(settings.properties), self.node.node_id)
         self.reader.start()
         self.fetchers = MirrorFetchers(self.node, self.reader, _source_security)
         self._tasks.append(asyncio.get_running_loop().create_task(self.fetchers.run()))

@@ -1,14 +1,17 @@
 """The `__cluster_links` topic, read and written as a Kafka client of the destination cluster.
 
 Every node reads the whole topic into a LinkState on a thread of its own (started once the topic exists), so
-each knows which topics are read-only mirrors and which it must feed. The CLI and the node that syncs a link's
-topics write records with `write_records`: acks=all, idempotent, one at a time in order.
+each knows which topics are read-only mirrors and which it must feed, and commits how far it has applied the
+topic as the offset of its own group (`applied_group`), so that a command can wait until every node has
+applied what it wrote (`wait_until_applied`). The CLI and the node that syncs a link's topics write records
+with `write_records`: acks=all, idempotent, one at a time in order.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -24,8 +27,9 @@ WRITE_TIMEOUT_S = 30.0
 class LinkStateReader:
     """Keeps `state` up to date with the topic; `state` is only touched under `lock`."""
 
-    def __init__(self, bootstrap: str, properties: dict):
+    def __init__(self, bootstrap: str, properties: dict, node_id: int):
         self.client_properties = {"bootstrap.servers": bootstrap, **properties}
+        self.node_id = node_id
         self.state = LinkState()
         self.lock = threading.Lock()
         self._stopping = threading.Event()
@@ -44,7 +48,7 @@ class LinkStateReader:
 
     def _read(self) -> None:
         try:
-            consumer = Consumer({**self.client_properties, "group.id": "odradek-cluster-links-reader",
+            consumer = Consumer({**self.client_properties, "group.id": applied_group(self.node_id),
                                  "enable.auto.commit": False, "isolation.level": "read_committed",
                                  "enable.partition.eof": True})
         except KafkaException as exc:
@@ -59,6 +63,8 @@ class LinkStateReader:
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         self.ready.set()
+                        consumer.commit(offsets=[TopicPartition(LINKS_TOPIC, 0, message.offset())],
+                                        asynchronous=True)
                     else:
                         log.warning("Reading %s: %s", LINKS_TOPIC, message.error())
                     continue
@@ -84,19 +90,57 @@ def ensure_links_topic(admin: AdminClient, replication_factor: int) -> None:
             raise
 
 
-def write_records(client_properties: dict, records: Iterable[tuple[bytes, bytes | None]]) -> None:
-    """Append (key, value) records to `__cluster_links`, acks=all, in order; raises KafkaException on failure."""
-    producer = Producer({**client_properties, "enable.idempotence": True, "acks": "all"})
-    failures = []
+def applied_group(node_id: int) -> str:
+    """The group whose committed offset on `__cluster_links` says how far node `node_id` has applied it."""
+    return f"odradek-cluster-links-node-{node_id}"
 
-    def delivered(error, _message):
+
+def write_records(client_properties: dict, records: Iterable[tuple[bytes, bytes | None]]) -> int:
+    """Append (key, value) records to `__cluster_links`, acks=all, in order; the offset after the last one.
+    Raises KafkaException on failure."""
+    producer = Producer({**client_properties, "enable.idempotence": True, "acks": "all"})
+    failures, next_offset = [], 0
+
+    def delivered(error, message):
+        nonlocal next_offset
         if error is not None:
             failures.append(error)
+        else:
+            next_offset = max(next_offset, message.offset() + 1)
 
     for key, value in records:
         producer.produce(LINKS_TOPIC, key=key, value=value, partition=0, on_delivery=delivered)
     if producer.flush(WRITE_TIMEOUT_S) or failures:
         raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
+    return next_offset
+
+
+def wait_until_applied(client_properties: dict, next_offset: int, timeout_s: float) -> list[int]:
+    """Wait (up to `timeout_s`) until every live broker has applied `__cluster_links` up to `next_offset`; the
+    ids of those that have not by then. A node applies a promotion only when it reads it, and until then it
+    still refuses producers on the promoted topics."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient(client_properties)
+    deadline = time.monotonic() + timeout_s
+    behind = sorted(admin.list_topics(timeout=timeout_s).brokers)
+    while behind:
+        still = []
+        for node_id in behind:
+            group = applied_group(node_id)
+            try:
+                found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(
+                    max(0.1, deadline - time.monotonic()))
+                applied = max((tp.offset for tp in found.topic_partitions if tp.topic == LINKS_TOPIC), default=-1)
+            except KafkaException:
+                applied = -1
+            if applied < next_offset:
+                still.append(node_id)
+        behind = still
+        if not behind or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    return behind
 
 
 def read_state(client_properties: dict, timeout_s: float = 30.0) -> LinkState:

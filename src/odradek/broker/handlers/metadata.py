@@ -18,7 +18,8 @@ def handle_metadata(broker, ctx, request: dict):
     allow_auto_create = request.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
     if requested and allow_auto_create:
         missing = [e["name"] for e in requested if e.get("name") is not None and e["name"] not in image.topics
-                   and e["name"] not in INTERNAL_TOPICS and validate_topic_name(e["name"]) is None]
+                   and e["name"] not in INTERNAL_TOPICS and validate_topic_name(e["name"]) is None
+                   and not broker.links.reserves(e["name"])]  # a cluster link creates it, as a mirror
         if missing:
             return _auto_create_then_describe(broker, ctx, request, missing)
     return _metadata(broker, ctx, request)

@@ -61,11 +61,9 @@ def _append(broker, request: dict, refused: dict, verified: dict | None = None, 
                 partition_responses.append(_error(data["index"], ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                   f"Cannot append to internal topic {name}"))
                 continue
-            link = broker.links.read_only(name)
-            if link is not None:
-                partition_responses.append(_error(data["index"], ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                                  f"Topic {name} is a mirror of cluster link {link}: read-only "
-                                                  "until it is promoted"))
+            refusal = broker.links.write_refusal(name)
+            if refusal is not None:
+                partition_responses.append(_error(data["index"], *refusal))
                 continue
             error = refused.get((name, data["index"]))
             if error is not None:
