@@ -4,8 +4,9 @@
 at `/`; `create_app(settings)` makes an application of its own, which `serve` runs for `odradek console`.
 The console adds no middleware (the node's other routes stay as they are): every console handler is wrapped
 by `Console.endpoint`, which finds the browser's session from its signed cookie, sends people who must log in
-to the login form, checks the CSRF token of every POST, turns a ConsoleError into a page saying what failed,
-and sets headers that keep pages from being framed or running anything but the console's own script.
+to the login form, checks the CSRF token of every POST (a REST endpoint also takes a JSON body instead),
+turns a ConsoleError into a page saying what failed, and sets headers that keep pages from being framed or
+running anything but the console's own script.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 NAVIGATION = (("/", "Overview"), ("/topics", "Topics"), ("/schemas", "Schemas"), ("/groups", "Consumer groups"),
-              ("/transactions", "Transactions"), ("/quorum", "Quorum"), ("/security", "ACLs & users"))
+              ("/transactions", "Transactions"), ("/quorum", "Quorum"), ("/links", "Links"),
+              ("/security", "ACLs & users"))
 CONSOLE_KEY: web.AppKey[Console] = web.AppKey("odradek_console")
 
 
@@ -150,8 +152,8 @@ class Console:
     # Requests
 
     def endpoint(self, handler: Handler, *, kind: str = "page", public: bool = False):
-        """`handler` behind the session, login and CSRF checks; kind is page, fragment or api (how a
-        failure is answered)."""
+        """`handler` behind the session, login and CSRF checks; kind is page, fragment, api or rest (how a
+        failure is answered; rest: the REST API's JSON errors, and a JSON body stands for the CSRF token)."""
 
         async def handle(request: web.Request) -> web.StreamResponse:
             cookie_sid = self.sessions.session_id(request.cookies.get(COOKIE))
@@ -160,7 +162,8 @@ class Console:
                 session.cluster = self.shared_cluster()
             if session.cluster is None and not public:
                 response = self._login_needed(request, kind)
-            elif request.method == "POST" and not await self._csrf_ok(request, session):
+            elif request.method == "POST" and not (kind == "rest" and _json_body(request)) \
+                    and not await self._csrf_ok(request, session):
                 response = self._refused(request, session, kind)
             else:
                 context = Context(request, self, session, session.cluster)
@@ -192,11 +195,17 @@ class Console:
         return self.sessions.check_csrf(session, token)
 
     def _login_needed(self, request: web.Request, kind: str) -> web.StreamResponse:
+        if kind == "rest":
+            return rest_error(401, "log in first: POST /login with the username, password and mechanism fields "
+                                   "(docs/console.md, REST API)")
         if kind != "page" or request.method != "GET":
             return web.json_response({"error": "log in first"}, status=401)
         return web.Response(status=303, headers={"Location": url("/login", next=request.path_qs)})
 
     def _refused(self, request: web.Request, session: Session, kind: str) -> web.StreamResponse:
+        if kind == "rest":
+            return rest_error(403, "send the request body as Content-Type: application/json (or with the session's "
+                                   "CSRF token)")
         text = "this form expired or did not come from the console (CSRF check failed); reload the page and retry"
         if kind != "page":
             return web.json_response({"error": text}, status=403)
@@ -205,6 +214,8 @@ class Console:
                             status=403, content_type="text/html", charset="utf-8")
 
     def _failed(self, context: Context, text: str, kind: str) -> web.StreamResponse:
+        if kind == "rest":
+            return rest_error(502, text)
         if kind == "api":
             return web.json_response({"error": text}, status=502)
         if kind == "fragment":
@@ -237,6 +248,20 @@ class Console:
                         '<header><a class="brand" href="/">{}</a><nav>{}</nav>{}</header>'
                         '<main><h1>{}</h1>{}{}</main></body></html>',
                         title, self.title, self.title, nav, who, title, flashes, body))
+
+
+def rest_error(status: int, message: str) -> web.Response:
+    """A REST API error: the HTTP status and a one-line message, as JSON."""
+    return web.json_response({"error_code": status, "message": message}, status=status)
+
+
+def _json_body(request: web.Request) -> bool:
+    """Whether a request says its body is JSON, which makes it safe from cross-site request forgery without a
+    token: another site can make a browser POST here only as a form (urlencoded, multipart or text/plain) or with
+    fetch, which must first ask this server with a CORS preflight before it sends any other Content-Type, and the
+    console answers no preflight. (The REST API's DELETE is safe for the same reason: no browser sends one to
+    another site without a preflight.)"""
+    return request.content_type == "application/json"
 
 
 def _same_origin_referer(request: web.Request) -> str | None:
@@ -325,7 +350,7 @@ async def asset(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application, console: Console) -> None:
-    from odradek.console import pages, schemas
+    from odradek.console import links, pages, schemas
 
     app[CONSOLE_KEY] = console
     e = console.endpoint
@@ -334,7 +359,7 @@ def add_routes(app: web.Application, console: Console) -> None:
     router.add_get("/login", e(login_form, public=True))
     router.add_post("/login", e(login_submit, public=True))
     router.add_post("/logout", e(logout, public=True))
-    for method, path, handler, kind in (*pages.ROUTES, *schemas.ROUTES):
+    for method, path, handler, kind in (*pages.ROUTES, *schemas.ROUTES, *links.ROUTES):
         router.add_route(method, path, e(handler, kind=kind))
 
     async def close(_: web.Application) -> None:
