@@ -22,6 +22,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaConsumer
 
+from odradek.links.admin import unmirrored_ages
 from odradek.protocol.records import scan_valid_prefix, stamp_leader_epoch
 from tests.conftest import free_port
 from tests.e2e.raw_client import RawClient
@@ -163,7 +164,11 @@ def test_a_link_mirrors_byte_for_byte_is_read_only_until_promoted(node_factory):
     described = json.loads(links(destination.bootstrap, "describe", "dc1", "-o", "json").stdout)
     assert [(p["topic"], p["partition"], p["lag"]) for p in described["partitions"]] == [
         ("orders", 0, 0), ("orders", 1, 0), ("orders", 2, 0)]
-    assert all(p["source_end"] == p["mirror_end"] > 0 for p in described["partitions"])
+    assert all(p["source_end"] == p["mirror_end"] > 0 and p["lag_seconds"] == 0 for p in described["partitions"])
+    # seconds behind, for a partition that lags: the age of the oldest source record its mirror lacks
+    ages = unmirrored_ages({"bootstrap.servers": source.bootstrap},
+                           [{"topic": "orders", "partition": 1, "mirror_end": 0}], 30)
+    assert list(ages) == [("orders", 1)] and ages["orders", 1] >= 0
 
     refused = links(destination.bootstrap, "delete", "dc1")
     assert refused.returncode != 0 and "promote or delete them first" in refused.stderr
@@ -406,3 +411,28 @@ def test_promote_while_producers_and_consumers_run(node_factory, cluster_factory
     for index in range(2):  # in order within each partition
         mine = [seq for seq in read_on_destination if seq % 2 == index]
         assert mine == sorted(mine)
+
+
+def test_a_three_node_source_loses_partition_leaders_to_kill_9_during_mirroring(node_factory, cluster_factory):
+    cluster = cluster_factory(3, {"default.replication.factor": "3", "min.insync.replicas": "2"})
+    destination = node_factory(name="destination")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
+    produce_mixed(cluster.bootstrap, "events", "first")
+    assert links(destination.bootstrap, "create", "dc1", "--source-bootstrap", cluster.bootstrap,
+                 "--topics", "events").returncode == 0
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for index in (0, 1):  # the source leaders of two partitions die in turn while records flow
+        leader = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).topics[
+            "events"].partitions[index].leader
+        for i in range(1500):
+            producer.produce("events", key=f"k{index}-{i}".encode(), value=b"v" * 200)
+            producer.poll(0)
+            if i == 500:
+                cluster.node(leader).kill()
+        assert producer.flush(120) == 0
+        cluster.node(leader).start()
+    produce_mixed(cluster.bootstrap, "events", "second")
+    assert wait_for(lambda: partitions_equal(cluster.bootstrap, destination.bootstrap, "events", 3), timeout_s=180,
+                    what="the mirror to hold every batch after the source's leaders died")
+    assert committed_values(destination.bootstrap, "events", 3) == committed_values(cluster.bootstrap, "events", 3)

@@ -130,7 +130,7 @@ def describe_link(args: argparse.Namespace) -> int:
     else:
         print(f"Link {link['name']} from {link['source']}, topics {','.join(link['topics'])}"
               + (" (paused)" if link["paused"] else ""))
-        print_table(("TOPIC", "PARTITION", "STATE", "SOURCE-END", "MIRROR-END", "LAG"),
+        print_table(("TOPIC", "PARTITION", "STATE", "SOURCE-END", "MIRROR-END", "LAG", "LAG-SECONDS"),
                     [tuple("-" if v is None else v for v in row.values()) for row in link["partitions"]])
     return 0
 

@@ -173,7 +173,8 @@ async def link_page(ctx: Context) -> web.StreamResponse:
     ])
     silent = any(p["source_end"] is None for p in partitions)
     rows = [(link(topic_url(p["topic"]), p["topic"]), p["partition"], p["state"], number(p["source_end"]),
-             number(p["mirror_end"]), number(p["lag"])) for p in partitions]
+             number(p["mirror_end"]), number(p["lag"]),
+             "–" if p["lag_seconds"] is None else f"{p['lag_seconds']:.1f}") for p in partitions]
     pause = form(link_url(name, "/resume" if described["paused"] else "/pause"), ctx.csrf,
                  button("Resume" if described["paused"] else "Pause", id="pause-link"), classes="inline")
     choices = join(html('<label class="inline"><input type="checkbox" name="topic" value="{}"> {}</label>', topic, topic)
@@ -191,7 +192,7 @@ async def link_page(ctx: Context) -> web.StreamResponse:
     body = [facts,
             notice("The source does not answer: its end offsets and the lag are unknown.", "warn") if silent else "",
             html("<h2>Mirror partitions</h2>"),
-            table(["Topic", "Partition", "State", "Source end", "Mirror end", "Lag"], rows, id="mirror-partitions",
+            table(["Topic", "Partition", "State", "Source end", "Mirror end", "Lag", "Lag (s)"], rows, id="mirror-partitions",
                   empty="no mirror topics yet"),
             html("<h2>Mirroring</h2>"), pause,
             html("<h2>Promote (fail over)</h2>"), promote if active else html("<p>No active mirror topic.</p>"),

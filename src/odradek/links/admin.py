@@ -35,6 +35,7 @@ LINKS_TOPIC_REPLICATION = 3  # at most; fewer on a smaller cluster
 # The destination's settings a source client shares: timeouts and logging, never security or credentials.
 SHARED_WITH_SOURCE = ("client.id", "socket.connection.setup.timeout.ms", "log.connection.close", "error_cb",
                       "logger", "log_level")
+AGE_WAIT_S = 3.0  # at most this long to find the oldest unmirrored record of each lagging partition
 OFFSETS_GROUP = "odradek-cli-links"  # librdkafka wants a group id; these consumers only ask for end offsets
 PROMOTE_POLL_S = 0.2
 
@@ -103,10 +104,39 @@ def describe_link(client_properties: dict, name: str, timeout_s: float) -> dict:
     """A link's definition (its source config left out) and each of its mirror partitions."""
     state = read_links(client_properties, timeout_s)
     link = find_link(state, name)
+    partitions = mirror_partitions(client_properties, link, _mirrors(state, link), timeout_s)
+    ages = unmirrored_ages(source_properties(client_properties, link), [p for p in partitions if p["lag"]],
+                           min(timeout_s, AGE_WAIT_S))
+    for row in partitions:
+        row["lag_seconds"] = 0.0 if row["lag"] == 0 else ages.get((row["topic"], row["partition"]))
     return {"name": link.name, "source": link.source_bootstrap, "topics": list(link.topics),
             "groups": list(link.groups), "paused": link.paused, "sync_configs": link.sync_configs,
-            "sync_acls": link.sync_acls,
-            "partitions": mirror_partitions(client_properties, link, _mirrors(state, link), timeout_s)}
+            "sync_acls": link.sync_acls, "partitions": partitions}
+
+
+def unmirrored_ages(source_config: dict, lagging: list[dict], wait_s: float) -> dict[tuple[str, int], float]:
+    """Seconds behind the source, per lagging partition: how long ago the source wrote the oldest record its
+    mirror lacks (the record at the mirror's end). A partition whose missing records the source does not hand
+    out within `wait_s` (a transaction marker alone, say) is left out: unknown."""
+    if not lagging:
+        return {}
+    source = Consumer({**source_config, "group.id": OFFSETS_GROUP, "enable.auto.commit": False,
+                       "isolation.level": "read_uncommitted"})
+    ages: dict[tuple[str, int], float] = {}
+    try:
+        source.assign([TopicPartition(row["topic"], row["partition"], row["mirror_end"]) for row in lagging])
+        deadline = time.monotonic() + wait_s
+        while len(ages) < len(lagging) and time.monotonic() < deadline:
+            message = source.poll(max(0.0, min(0.5, deadline - time.monotonic())))
+            if message is None or message.error():
+                continue
+            age_s = max(0.0, time.time() - message.timestamp()[1] / 1000)
+            ages.setdefault((message.topic(), message.partition()), round(age_s, 3))
+    except KafkaException:
+        pass  # the source does not answer: the ages are unknown, as the lag is
+    finally:
+        source.close()
+    return ages
 
 
 def mirror_partitions(client_properties: dict, link: LinkDefinition, mirrors: Iterable[MirrorTopic],
