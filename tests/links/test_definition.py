@@ -7,13 +7,16 @@ import pytest
 from odradek.links.definition import (
     ACTIVE,
     PROMOTED,
+    CopiedAcls,
     LinkDefinition,
     LinkError,
     LinkState,
     MirrorTopic,
+    acls_key,
     link_key,
     mirror_key,
 )
+from odradek.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 
 def test_patterns_select_whole_names_and_never_internal_topics():
@@ -60,3 +63,23 @@ def test_records_build_the_state_and_tombstones_remove():
     with pytest.raises(LinkError, match="unknown record key"):
         state.apply(b"other/x", b"{}")
     assert ACTIVE == MirrorTopic("t", "l").state
+
+
+def test_a_links_copied_acls_record_is_kept_until_its_tombstone():
+    read = AclBinding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*", AclOperation.READ,
+                      AclPermissionType.ALLOW)
+    deny = AclBinding(ResourceType.GROUP, "app-1", PatternType.LITERAL, "User:bob", "10.0.0.1",
+                      AclOperation.ALL, AclPermissionType.DENY)
+    copied = CopiedAcls("dc1", frozenset({read, deny}))
+    assert copied.to_json() == CopiedAcls("dc1", frozenset({deny, read})).to_json()  # one text per set
+    assert CopiedAcls.from_json(copied.to_json()) == copied
+    state = LinkState()
+    state.apply(acls_key("dc1"), copied.to_json())
+    assert state.copied_acls == {"dc1": {read, deny}}
+    with pytest.raises(LinkError, match="unreadable copied ACLs record"):
+        state.apply(acls_key("dc1"), b'{"link": "dc1", "bindings": [{"resource_type": "TOPIC"}]}')
+    assert state.copied_acls == {"dc1": {read, deny}}  # a record that cannot be read changes nothing
+    state.apply(acls_key("dc1"), CopiedAcls("dc1").to_json())
+    assert state.copied_acls == {"dc1": frozenset()}
+    state.apply(acls_key("dc1"), None)
+    assert state.copied_acls == {}

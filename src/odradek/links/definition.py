@@ -1,10 +1,12 @@
 """What a cluster link is, and the state every node keeps of the links (sans-I/O).
 
-The links live in the compacted topic `__cluster_links` of the destination cluster, as JSON values under two
+The links live in the compacted topic `__cluster_links` of the destination cluster, as JSON values under three
 kinds of keys: `link/<name>` holds a link's definition (its source, the topics and groups it mirrors, whether
 it is paused), `mirror/<topic>` says that a local topic is a mirror of a link, ACTIVE (read-only, fed by the
 link) or PROMOTED (an ordinary topic since its failover). A mirror record is written before its topic is
 created, so a topic that exists is never mistaken for a mirror it is not, nor a mirror for a plain topic.
+`acls/<name>` lists the ACL bindings a link with sync_acls has created here (links/acl_sync.py), so that it
+removes only those, never one this cluster's administrators made.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from odradek.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+
 LINKS_TOPIC = "__cluster_links"
+INTERNAL_PREFIX = "__"  # internal topics (__consumer_offsets, __cluster_links, ...): never mirrored
 ACTIVE, PROMOTED = "ACTIVE", "PROMOTED"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _HOST_PORT = re.compile(r"[^,\s:]+:\d{1,5}(,[^,\s:]+:\d{1,5})*")
@@ -51,7 +56,7 @@ class LinkDefinition:
 
     def mirrors_topic(self, topic: str) -> bool:
         """Whether the link mirrors a source topic of this name (never an internal topic)."""
-        return not topic.startswith("__") and any(re.fullmatch(p, topic) for p in self.topics)
+        return not topic.startswith(INTERNAL_PREFIX) and any(re.fullmatch(p, topic) for p in self.topics)
 
     def mirrors_group(self, group: str) -> bool:
         return any(re.fullmatch(p, group) for p in self.groups)
@@ -95,6 +100,33 @@ class MirrorTopic:
         return mirror
 
 
+@dataclass(frozen=True)
+class CopiedAcls:
+    """The ACL bindings a link has created on this cluster (copies of the source's)."""
+
+    link: str
+    bindings: frozenset[AclBinding] = frozenset()
+
+    def to_json(self) -> bytes:
+        rows = sorted(({"resource_type": b.resource_type.name, "resource_name": b.resource_name,
+                        "pattern_type": b.pattern_type.name, "principal": b.principal, "host": b.host,
+                        "operation": b.operation.name, "permission_type": b.permission_type.name}
+                       for b in self.bindings), key=lambda row: tuple(row.values()))
+        return json.dumps({"link": self.link, "bindings": rows}, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> CopiedAcls:
+        try:
+            value = json.loads(data)
+            bindings = frozenset(AclBinding(
+                ResourceType[row["resource_type"]], str(row["resource_name"]), PatternType[row["pattern_type"]],
+                str(row["principal"]), str(row["host"]), AclOperation[row["operation"]],
+                AclPermissionType[row["permission_type"]]) for row in value["bindings"])
+            return cls(str(value["link"]), bindings)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LinkError(f"unreadable copied ACLs record: {exc}") from None
+
+
 def link_key(name: str) -> bytes:
     return f"link/{name}".encode()
 
@@ -103,12 +135,17 @@ def mirror_key(topic: str) -> bytes:
     return f"mirror/{topic}".encode()
 
 
+def acls_key(link: str) -> bytes:
+    return f"acls/{link}".encode()
+
+
 class LinkState:
-    """The links and mirror topics, as the records of `__cluster_links` read so far say."""
+    """The links, mirror topics and links' copied ACLs, as the records of `__cluster_links` read so far say."""
 
     def __init__(self):
         self.links: dict[str, LinkDefinition] = {}
         self.mirrors: dict[str, MirrorTopic] = {}
+        self.copied_acls: dict[str, frozenset[AclBinding]] = {}  # by link: the bindings it created here
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         """One record; a record that cannot be read is an error and changes nothing."""
@@ -124,6 +161,11 @@ class LinkState:
                 self.mirrors.pop(name, None)
             else:
                 self.mirrors[name] = MirrorTopic.from_json(value)
+        elif kind == "acls":
+            if value is None:
+                self.copied_acls.pop(name, None)
+            else:
+                self.copied_acls[name] = CopiedAcls.from_json(value).bindings
         else:
             raise LinkError(f"unknown record key {text!r} in {LINKS_TOPIC}")
 

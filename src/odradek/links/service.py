@@ -4,6 +4,11 @@ Nothing runs until the cluster has a `__cluster_links` topic (the first `odradek
 the node reads it, feeds the mirror partitions it leads, and, while it leads the topic's partition, syncs the
 links' topics. The produce path asks `write_refusal` whether a topic takes writes: not an active mirror, and
 not while the node has yet to read which topics are mirrors (after a restart).
+
+The node's own clients of its cluster (the reader, the sync's admin client and producers) connect to its
+inter-broker listener and log in as the node logs in to other brokers (security/internal_client.py): under an
+authorizer they act as the broker's principal, as Kafka's brokers do, and the links work on a cluster whose
+listeners all ask for SASL.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import logging
 import threading
 
-from odradek.links.definition import LINKS_TOPIC, LinkDefinition
+from odradek.links.definition import INTERNAL_PREFIX, LINKS_TOPIC, LinkDefinition
 from odradek.links.mirror import MirrorFetchers
 from odradek.network.client import ClientSecurity
 from odradek.protocol.errors import ErrorCode
@@ -43,7 +48,7 @@ class ClusterLinks:
         this node has yet to read the links."""
         reader = self.reader
         if reader is None or not reader.ready.is_set():
-            return LINKS_TOPIC in self.node.image.topics
+            return LINKS_TOPIC in self.node.image.topics and not topic.startswith(INTERNAL_PREFIX)
         with reader.lock:
             return reader.state.reserved_by(topic) is not None
 
@@ -53,7 +58,7 @@ class ClusterLinks:
         refusal is then retriable, so producers wait instead of writing into a mirror."""
         reader = self.reader
         if reader is None or not reader.ready.is_set():
-            if LINKS_TOPIC not in self.node.image.topics:
+            if LINKS_TOPIC not in self.node.image.topics or topic.startswith(INTERNAL_PREFIX):
                 return None
             return (ErrorCode.LEADER_NOT_AVAILABLE, f"Node {self.node.node_id} is still reading the cluster links "
                     "(which topics are read-only mirrors)")
@@ -75,17 +80,17 @@ class ClusterLinks:
         while LINKS_TOPIC not in self.node.image.topics:
             await asyncio.sleep(WATCH_INTERVAL_S)
         # here, not at the top: a node without links never loads the client library
-        from odradek.console.settings import from_node_config
         from odradek.links.store import LinkStateReader
         from odradek.links.sync import TopicSync
+        from odradek.security.internal_client import internal_client_properties
 
-        settings = from_node_config(self.node.config)
-        properties = {"bootstrap.servers": settings.bootstrap, **settings.properties}
-        self.reader = LinkStateReader(settings.bootstrap, dict(settings.properties), self.node.node_id)
+        # the node's own clients: its inter-broker listener, logged in as the node (the broker's principal)
+        bootstrap, properties = internal_client_properties(self.node.config)
+        self.reader = LinkStateReader(bootstrap, properties, self.node.node_id)
         self.reader.start()
         self.fetchers = MirrorFetchers(self.node, self.reader, _source_security)
         self._tasks.append(asyncio.get_running_loop().create_task(self.fetchers.run()))
-        sync = TopicSync(self.reader, properties)
+        sync = TopicSync(self.reader, {"bootstrap.servers": bootstrap, **properties})
         while True:
             await asyncio.sleep(SYNC_INTERVAL_S)
             partition = self.node.replicas.partitions.get((LINKS_TOPIC, 0))

@@ -26,7 +26,18 @@ def client_security(config: BrokerConfig, listener: str, mechanism_setting: str)
     context = client_context(listener_settings(config, listener)) if protocol in ("SSL", "SASL_SSL") else None
     if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return ClientSecurity(ssl_context=context)
+    mechanism, username, password = node_credentials(config, listener, mechanism_setting)
+    if mechanism == "PLAIN":
+        return ClientSecurity(context, mechanism, lambda: PlainLogin(username, password))
+    scram = ScramMechanism.by_name(mechanism)
+    return ClientSecurity(context, mechanism, lambda: ScramLogin(ScramClient(scram, username, password, random_nonce)))
+
+
+def node_credentials(config: BrokerConfig, listener: str, mechanism_setting: str) -> tuple[str, str, str]:
+    """(mechanism, username, password) this node logs in with to a SASL `listener`: the mechanism
+    `mechanism_setting` names, and the username and password of the listener's JAAS configuration for it."""
     mechanism = str(config[mechanism_setting]).strip().upper()
+    protocol = config.security_protocol_of(listener)
     key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     if mechanism != "PLAIN" and ScramMechanism.by_name(mechanism) is None:
         raise ConfigError(f"{mechanism_setting}={mechanism}: listener {listener} is {protocol}, and nodes log in "
@@ -37,10 +48,7 @@ def client_security(config: BrokerConfig, listener: str, mechanism_setting: str)
     if not username or not password:
         raise ConfigError(f"{key}: the username and password this node logs in with to listener {listener} "
                           f"({mechanism}) are missing")
-    if mechanism == "PLAIN":
-        return ClientSecurity(context, mechanism, lambda: PlainLogin(username, password))
-    scram = ScramMechanism.by_name(mechanism)
-    return ClientSecurity(context, mechanism, lambda: ScramLogin(ScramClient(scram, username, password, random_nonce)))
+    return mechanism, username, password
 
 
 class PlainLogin:
