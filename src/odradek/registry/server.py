@@ -20,7 +20,7 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from odradek.config import ConfigError, parse_metrics_listener
+from odradek.config import parse_metrics_listener
 from odradek.network import http_socket
 from odradek.registry import api, errors
 from odradek.registry.store import SchemaStore
@@ -35,17 +35,15 @@ URL_CACHE_S = 60.0
 
 class RegistryServer:
     def __init__(self, node):
-        from odradek.console.settings import from_node_config
+        from odradek.security.internal_client import internal_client_properties
 
         config = node.config
         self.node_id = node.node_id
         self.url = config["schema.registry.listener"]
         self.host, self.port = parse_metrics_listener(self.url, "schema.registry.listener", "8081")
-        settings = from_node_config(config)
-        if settings.login_required:
-            raise ConfigError("schema.registry.listener: the registry needs a client listener it can use without "
-                              "a SASL login (PLAINTEXT or SSL)")
-        self.store = SchemaStore(settings.bootstrap, dict(settings.properties), config["schema.registry.topic"],
+        # a client of the node's own cluster on its inter-broker listener, logged in as the node itself
+        bootstrap, properties = internal_client_properties(config)
+        self.store = SchemaStore(bootstrap, properties, config["schema.registry.topic"],
                                  config["schema.registry.topic.replication.factor"])
         self._urls: dict[int, tuple[float, str]] = {}
         self._session: aiohttp.ClientSession | None = None
