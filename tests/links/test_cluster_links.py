@@ -187,6 +187,11 @@ def test_a_link_mirrors_byte_for_byte_is_read_only_until_promoted(node_factory):
 
     assert wait_for(written, what="a write to the promoted topic")
     assert delivered[-1][1] == end
+    # once the promoted topic is deleted, its name is free again: the link mirrors the source's topic afresh
+    local.delete_topics(["orders"])["orders"].result(30)
+    assert wait_for(lambda: partitions_equal(source.bootstrap, destination.bootstrap, "orders", 3),
+                    what="the link to mirror the deleted topic again")
+    assert links(destination.bootstrap, "promote", "dc1").returncode == 0
     assert links(destination.bootstrap, "delete", "dc1").returncode == 0
 
 
@@ -385,7 +390,7 @@ def test_promote_while_producers_and_consumers_run(node_factory, cluster_factory
         committed = consuming.result(120)
         switch.set()
         assert drained.wait(180) or producing.result(0)
-        promotion = links(destination.bootstrap, "promote", "dc1")
+        promotion = links(destination.bootstrap, "promote", "dc1", "--timeout", "60")
         assert promotion.returncode == 0 and "warning" not in promotion.stderr, promotion.stderr
         promoted.set()
         producing.result(300)

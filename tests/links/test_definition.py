@@ -32,6 +32,8 @@ def test_patterns_select_whole_names_and_never_internal_topics():
     (lambda: LinkDefinition("l", "host", ("x",)), "expected HOST:PORT"),
     (lambda: LinkDefinition("l", "h:1", ()), "at least one topic pattern"),
     (lambda: LinkDefinition("l", "h:1", ("x(",)), "pattern 'x('"),
+    (lambda: LinkDefinition("l", "h:1", ("x",), source_config={"plugin.library.paths": "/tmp/x.so"}),
+     "source config: plugin.library.paths not taken"),
     (lambda: LinkDefinition.from_json(b"{}"), "unreadable link definition"),
     (lambda: MirrorTopic.from_json(b'{"topic": "t", "link": "l", "state": "GONE"}'), "unknown state 'GONE'"),
 ])

@@ -244,3 +244,12 @@ def test_a_link_between_sasl_clusters_with_authorizers_mirrors_and_syncs_the_acl
     state = read_state(destination.client("admin"))
     assert {(b.resource_name, b.principal) for b in state.copied_acls["dc1"]} == {
         ("orders", "User:alice"), ("app-1", "User:alice")}
+
+    # managing links takes ALTER on the cluster: WRITE on __cluster_links alone writes no link record
+    create_acls(here, allow("__cluster_links", "User:alice", AclOperation.WRITE))
+    producer = Producer(destination.client("alice", **{"retries": 0}))
+    errors = []
+    producer.produce("__cluster_links", key=b"link/x", value=b"{}", partition=0,
+                     on_delivery=lambda error, _message: errors.append(error))
+    producer.flush(30)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors

@@ -146,7 +146,7 @@ def mirror_partitions(client_properties: dict, link: LinkDefinition, mirrors: It
     local = Consumer({**client_properties, "group.id": OFFSETS_GROUP, "enable.auto.commit": False})
     source = Consumer({**source_properties(client_properties, link), "group.id": OFFSETS_GROUP,
                        "enable.auto.commit": False})
-    rows = []
+    rows, source_answers = [], True
     try:
         topics = local.list_topics(timeout=timeout_s).topics  # all: naming a topic could create it
         for mirror in sorted(mirrors, key=lambda m: m.topic):
@@ -154,10 +154,12 @@ def mirror_partitions(client_properties: dict, link: LinkDefinition, mirrors: It
             for index in sorted(topic.partitions if topic is not None and topic.error is None else ()):
                 partition = TopicPartition(mirror.topic, index)
                 mirror_end = local.get_watermark_offsets(partition, timeout=timeout_s)[1]
-                try:
-                    source_end = source.get_watermark_offsets(partition, timeout=timeout_s)[1]
-                except KafkaException:
-                    source_end = None  # the source does not answer: the lag is unknown
+                source_end = None  # unknown while the source does not answer
+                if source_answers:
+                    try:
+                        source_end = source.get_watermark_offsets(partition, timeout=timeout_s)[1]
+                    except KafkaException:
+                        source_answers = False  # not asked again: each question would wait the whole timeout
                 rows.append({"topic": mirror.topic, "partition": index, "state": mirror.state,
                              "source_end": source_end, "mirror_end": mirror_end,
                              "lag": None if source_end is None or mirror.state != ACTIVE

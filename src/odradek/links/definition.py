@@ -26,6 +26,16 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _HOST_PORT = re.compile(r"[^,\s:]+:\d{1,5}(,[^,\s:]+:\d{1,5})*")
 
 
+# What a link's source config may set: how to reach and log in to the source. Nothing else, since the nodes and
+# the console hand it to librdkafka, some of whose settings load libraries or run commands.
+SOURCE_CONFIG_KEYS = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification", "client.id", "socket.connection.setup.timeout.ms",
+})
+
+
 class LinkError(ValueError):
     """A link definition or record that cannot be used; str() is one line."""
 
@@ -53,6 +63,10 @@ class LinkDefinition:
                 re.compile(pattern)
             except re.error as exc:
                 raise LinkError(f"pattern {pattern!r}: {exc}") from None
+        unknown = sorted(set(self.source_config) - SOURCE_CONFIG_KEYS)
+        if unknown:
+            raise LinkError(f"source config: {', '.join(unknown)} not taken (a link takes "
+                            f"{', '.join(sorted(SOURCE_CONFIG_KEYS))})")
 
     def mirrors_topic(self, topic: str) -> bool:
         """Whether the link mirrors a source topic of this name (never an internal topic)."""

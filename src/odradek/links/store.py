@@ -22,10 +22,14 @@ from odradek.links.definition import LINKS_TOPIC, LinkError, LinkState
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_S = 30.0
+RETRY_BACKOFF_S = 2.0
+NOT_READY_LOG_INTERVAL_S = 10.0
 
 
 class LinkStateReader:
-    """Keeps `state` up to date with the topic; `state` is only touched under `lock`."""
+    """Keeps `state` up to date with the topic; `state` is only touched under `lock`. It reads for as long as the
+    node runs: a client that fails (or a record that cannot be applied) is logged and the reading goes on, from
+    where it was, after a pause."""
 
     def __init__(self, bootstrap: str, properties: dict, node_id: int):
         self.client_properties = {"bootstrap.servers": bootstrap, **properties}
@@ -34,6 +38,9 @@ class LinkStateReader:
         self.lock = threading.Lock()
         self._stopping = threading.Event()
         self.ready = threading.Event()  # set once the reader has reached the end of the topic
+        self._next_offset = OFFSET_BEGINNING
+        self._problem = "no answer yet"  # why the reader has not reached the end, for the log
+        self._commit_failed_at: int | None = None
         self._thread = threading.Thread(target=self._read, name="cluster-links-reader", daemon=True)
 
     def start(self) -> None:
@@ -43,38 +50,66 @@ class LinkStateReader:
     def started(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def applied_position(self) -> int:
+        """The offset after the last record this node has applied."""
+        return max(0, self._next_offset)
+
     def close(self) -> None:
         self._stopping.set()  # the thread (a daemon) stops at its next poll; nothing waits for it
 
     def _read(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._read_until_failure()
+            except Exception as exc:  # the client, or a bug: either way the node must keep reading
+                self._problem = str(exc)
+                log.error("Reading %s failed (again in %.0f s): %s", LINKS_TOPIC, RETRY_BACKOFF_S, exc)
+            self._stopping.wait(RETRY_BACKOFF_S)
+
+    def _read_until_failure(self) -> None:
+        consumer = Consumer({**self.client_properties, "group.id": applied_group(self.node_id),
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             "enable.partition.eof": True})
         try:
-            consumer = Consumer({**self.client_properties, "group.id": applied_group(self.node_id),
-                                 "enable.auto.commit": False, "isolation.level": "read_committed",
-                                 "enable.partition.eof": True})
-        except KafkaException as exc:
-            log.error("Cannot read %s: %s", LINKS_TOPIC, exc)
-            return
-        try:
-            consumer.assign([TopicPartition(LINKS_TOPIC, 0, OFFSET_BEGINNING)])
+            consumer.assign([TopicPartition(LINKS_TOPIC, 0, self._next_offset)])
+            uncommitted = None  # an applied position whose commit failed: committed again at the next idle poll
+            reported = time.monotonic()
             while not self._stopping.is_set():
                 message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
+                if message is None or message.error():
+                    if message is not None and message.error().code() == KafkaError._PARTITION_EOF:
                         self.ready.set()
-                        consumer.commit(offsets=[TopicPartition(LINKS_TOPIC, 0, message.offset())],
-                                        asynchronous=True)
-                    else:
-                        log.warning("Reading %s: %s", LINKS_TOPIC, message.error())
+                        uncommitted = message.offset()
+                    elif message is not None:
+                        self._problem = str(message.error())
+                    if uncommitted is not None:
+                        uncommitted = self._commit(consumer, uncommitted)
+                    if not self.ready.is_set() and time.monotonic() - reported > NOT_READY_LOG_INTERVAL_S:
+                        reported = time.monotonic()
+                        log.error("This node has not read %s to its end yet, so it refuses writes to topics (it "
+                                  "cannot tell the read-only mirrors yet): %s", LINKS_TOPIC, self._problem)
                     continue
                 with self.lock:
                     try:
                         self.state.apply(message.key() or b"", message.value())
-                    except LinkError as exc:
+                    except Exception as exc:  # LinkError, or worse: one bad record must not stop the node reading
                         log.warning("Skipping record %d of %s: %s", message.offset(), LINKS_TOPIC, exc)
+                self._next_offset = message.offset() + 1
         finally:
             consumer.close()
+
+    def _commit(self, consumer: Consumer, position: int) -> int | None:
+        """Commit how far this node has applied the topic (see wait_until_applied); the position if that failed."""
+        try:
+            consumer.commit(offsets=[TopicPartition(LINKS_TOPIC, 0, position)], asynchronous=False)
+            return None
+        except KafkaException as exc:
+            if position != self._commit_failed_at:  # once per position, not at every idle poll
+                self._commit_failed_at = position
+                log.warning("Cannot commit how far this node has applied %s (promotions will wait for it): %s",
+                            LINKS_TOPIC, exc)
+            return position
 
 
 def ensure_links_topic(admin: AdminClient, replication_factor: int) -> None:

@@ -32,8 +32,16 @@ from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from odradek.links.acl_sync import plan_acl_sync
-from odradek.links.definition import ACTIVE, CopiedAcls, LinkDefinition, MirrorTopic, acls_key, mirror_key
-from odradek.links.store import write_records
+from odradek.links.definition import (
+    ACTIVE,
+    PROMOTED,
+    CopiedAcls,
+    LinkDefinition,
+    MirrorTopic,
+    acls_key,
+    mirror_key,
+)
+from odradek.links.store import wait_until_applied, write_records
 from odradek.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 log = logging.getLogger(__name__)
@@ -113,7 +121,9 @@ class TopicSync:
             except KafkaException as exc:  # one topic's trouble does not hold up the others
                 log.info("Cluster link %s: syncing topic %s failed: %s", link.name, name, exc)
         if link.groups:
-            active = {m.topic for m in mirrors.values() if m.link == link.name and m.state == ACTIVE}
+            with self.reader.lock:  # now, not as the pass began: a promoted topic's groups are the destination's
+                active = {m.topic for m in self.reader.state.mirrors.values()
+                          if m.link == link.name and m.state == ACTIVE}
             copy_group_offsets(source, self.local, self.client_properties, link, active & set(local))
         if link.sync_acls:
             try:
@@ -192,7 +202,16 @@ class TopicSync:
             log.info("Cluster link %s: forgetting its copied ACLs failed: %s", name, exc)
 
     def _sync_topic(self, link: LinkDefinition, name: str, meta, mirror, local: dict, configs: dict) -> None:
+        if mirror is not None and mirror.state == PROMOTED and name not in local:
+            # a promoted topic deleted since: forget it, so that a link (this one, next pass) may mirror it again
+            log.info("Cluster link %s: promoted topic %s no longer exists; its name is free again", link.name, name)
+            write_records(self.client_properties, [(mirror_key(name), None)])
+            return
         if mirror is not None and (mirror.link != link.name or mirror.state != ACTIVE):
+            if (link.name, name) not in self._conflicts:
+                self._conflicts.add((link.name, name))
+                log.warning("Cluster link %s: topic %s is %s of link %s here; not mirrored", link.name, name,
+                            "a mirror" if mirror.state == ACTIVE else "a promoted mirror", mirror.link)
             return
         if mirror is None and name in local:
             if (link.name, name) not in self._conflicts:
@@ -201,10 +220,21 @@ class TopicSync:
                             link.name, name)
             return
         if mirror is None:
+            with self.reader.lock:  # the link may have gone (or paused) since the pass began
+                current = self.reader.state.links.get(link.name)
+            if current is None or current.paused:
+                return
             write_records(self.client_properties, [(mirror_key(name), MirrorTopic(name, link.name).to_json())])
             self._await_mirror_record(name)
         count = len(meta.partitions)
         if name not in local:
+            # Every node must know the topic is a mirror before it exists, or a node leading one of its partitions
+            # would take writes into it: create it once they all have read the mirror record (else next pass).
+            behind = wait_until_applied(self.client_properties, self.reader.applied_position, TIMEOUT_S)
+            if behind:
+                log.info("Cluster link %s: mirror topic %s waits for nodes %s to read its record", link.name, name,
+                         ", ".join(map(str, behind)))
+                return
             log.info("Cluster link %s: creating mirror topic %s (%d partitions)", link.name, name, count)
             self.local.create_topics([NewTopic(name, count, config=configs.get(name, {}))])[name].result(TIMEOUT_S)
             return

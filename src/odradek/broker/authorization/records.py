@@ -1,5 +1,5 @@
 """Authorization of the APIs that read and write partitions: Produce (WRITE on each topic, and WRITE on the
-transactional id of transactional records), Fetch (READ on each topic; CLUSTER_ACTION for a follower),
+transactional id of transactional records; ALTER on the cluster too for `__cluster_links`), Fetch (READ on each topic; CLUSTER_ACTION for a follower),
 ListOffsets and OffsetForLeaderEpoch (DESCRIBE on each topic; CLUSTER_ACTION covers every topic of the
 latter), DeleteRecords (DELETE on each topic) and DescribeProducers (READ on each topic)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from odradek.broker.authorization.access import Answer, Gate, Proceed, refused_message, with_topics
 from odradek.config import validate_topic_name
+from odradek.links.definition import LINKS_TOPIC
 from odradek.protocol import records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.acl import AclOperation, ResourceType
@@ -39,6 +40,11 @@ def authorize_produce(gate: Gate) -> Answer | Proceed | None:
                 return Answer(None)
             return Answer(_produce_refusal(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     kept, refused = _split_topics(gate, AclOperation.WRITE, "topic_data")
+    if any(t["name"] == LINKS_TOPIC for t in kept) and not gate.access.cluster(AclOperation.ALTER):
+        # a link record steers what the nodes fetch, into which topics, and which ACLs they delete: managing
+        # links takes ALTER on the cluster (as Confluent's Cluster Linking asks), not just WRITE on the topic
+        refused += [t for t in kept if t["name"] == LINKS_TOPIC]
+        kept = [t for t in kept if t["name"] != LINKS_TOPIC]
     if not refused:
         return None
     refused_topics = _produce_refusal({"topic_data": refused}, TOPIC_DENIED)["responses"]

@@ -50,9 +50,12 @@ async def _add_partitions(broker, ctx, transactional_id: str, producer_id: int, 
     image = broker.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     unknown = {p for p in wanted if p[0] not in image.topics or p[1] not in image.topics[p[0]].partitions}
-    mirrors = {p for p in wanted if broker.links.read_only(p[0]) is not None}  # no markers in a mirror either
+    # no markers in a mirror either; while this node has yet to read which topics are mirrors, the client retries
+    refusals = {p: refusal[0] for p in wanted if (refusal := broker.links.write_refusal(p[0])) is not None}
+    mirrors = {p: ErrorCode.INVALID_TOPIC_EXCEPTION if code == ErrorCode.INVALID_TOPIC_EXCEPTION
+               else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for p, code in refusals.items()}
     if unknown or mirrors:
-        errors = {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else ErrorCode.INVALID_TOPIC_EXCEPTION
+        errors = {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else mirrors[p]
                   if p in mirrors else ErrorCode.OPERATION_NOT_ATTEMPTED for p in wanted}
     elif verify_only:
         errors = broker.transactions.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
