@@ -91,6 +91,7 @@ class TopicSync:
         self.sources = SourceClients()
         self._conflicts: set[tuple[str, str]] = set()
         self._acl_refusals: dict[str, str] = {}  # link -> the refusal last logged, until ACL sync works again
+        self._missing_acls: dict[str, set] = {}  # link -> copies whose binding the source lacked last pass
 
     def sync_once(self) -> None:
         """One pass over every link that is not paused (blocking: run it on a thread)."""
@@ -145,7 +146,12 @@ class TopicSync:
         if on_destination is None:
             return
         self._acl_refusals.pop(link.name, None)
-        changes = plan_acl_sync(link, topics, on_source, on_destination, recorded)
+        # A copy is deleted only when its binding is missing from the source in two passes running: one answer
+        # of a source still loading its ACLs (a restarting node) must not take consumers' access away here.
+        missing = {binding for binding in recorded if binding not in on_source}
+        unconfirmed = missing - self._missing_acls.get(link.name, set())
+        self._missing_acls[link.name] = missing
+        changes = plan_acl_sync(link, topics, on_source | unconfirmed, on_destination, recorded)
         for binding in sorted(changes.released, key=str):
             log.info("Cluster link %s: %s is no longer the link's; its copied ACL stays: %s", link.name,
                      binding.resource_name, _text(binding))
