@@ -418,7 +418,7 @@ def test_promote_while_producers_and_consumers_run(node_factory, cluster_factory
         assert mine == sorted(mine)
 
 
-def test_a_three_node_source_loses_partition_leaders_to_kill_9_during_mirroring(node_factory, cluster_factory):
+def test_a_three_node_source_loses_nodes_to_kill_9_during_mirroring(node_factory, cluster_factory):
     cluster = cluster_factory(3, {"default.replication.factor": "3", "min.insync.replicas": "2"})
     destination = node_factory(name="destination")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -427,16 +427,21 @@ def test_a_three_node_source_loses_partition_leaders_to_kill_9_during_mirroring(
     assert links(destination.bootstrap, "create", "dc1", "--source-bootstrap", cluster.bootstrap,
                  "--topics", "events").returncode == 0
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for index in (0, 1):  # the source leaders of two partitions die in turn while records flow
-        leader = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).topics[
-            "events"].partitions[index].leader
+    for round_ in range(2):  # two source nodes die in turn while records flow
+        leaders = {p.leader for p in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+            timeout=10).topics["events"].partitions.values()}
+        # first node 1, the first address of the link's --source-bootstrap; then another partition leader
+        victim = cluster.node(1 if round_ == 0 else min(leaders - {1} or leaders))
         for i in range(1500):
-            producer.produce("events", key=f"k{index}-{i}".encode(), value=b"v" * 200)
+            producer.produce("events", key=f"k{round_}-{i}".encode(), value=b"v" * 200)
             producer.poll(0)
             if i == 500:
-                cluster.node(leader).kill()
+                victim.kill()
         assert producer.flush(120) == 0
-        cluster.node(leader).start()
+        assert wait_for(lambda: partitions_equal(cluster.bootstrap, destination.bootstrap, "events", 3),
+                        timeout_s=180, what=f"the mirror to follow the source while node {victim.settings['node.id']} "
+                                            "is down")
+        victim.start()
     produce_mixed(cluster.bootstrap, "events", "second")
     assert wait_for(lambda: partitions_equal(cluster.bootstrap, destination.bootstrap, "events", 3), timeout_s=180,
                     what="the mirror to hold every batch after the source's leaders died")

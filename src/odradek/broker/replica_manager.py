@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -71,6 +72,9 @@ class Partition:
     replicas: tuple[int, ...] = ()
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None  # an AlterPartition in flight
+    # a mirror partition's leader truncated its log to this offset (the source truncated) in this leader epoch,
+    # and some replica has yet to fetch from at or below it since: nothing is appended until every one has
+    mirror_truncated_to: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -159,6 +163,7 @@ class ReplicaManager:
         # ISR members get a full lag window to show up; the epoch starts at our log end (KIP-101).
         partition.followers = {r: FollowerState(last_caught_up_ms=now if r in partition.isr else 0)
                                for r in partition.replicas if r != self.node_id}
+        partition.mirror_truncated_to = None  # a new leader epoch: the followers' epoch check is sound again
         partition.log.leader_epochs.assign(partition.leader_epoch, partition.log.log_end_offset)
         log.debug("Leading %s-%d in epoch %d from offset %d (ISR %s)", partition.topic, partition.index,
                  partition.leader_epoch, partition.log.log_end_offset, list(partition.isr))
@@ -230,6 +235,10 @@ class ReplicaManager:
         partition = None
         try:
             partition = self.partition(topic, index)
+            if partition.mirror_truncated_to is not None and not self.mirror_replicas_truncated(topic, index):
+                # a mirror promoted right after its truncation: the same wait as for mirrored batches
+                raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, f"the replicas of {topic}-{index} have yet to "
+                                 f"truncate to offset {partition.mirror_truncated_to} (its source lost records)")
             info = write(partition)
         except KafkaError as exc:
             if exc.record_errors:
@@ -496,6 +505,9 @@ class ReplicaManager:
         truncation, a promotion). A consumer fetch may end in a cut batch: only whole batches are taken, and
         any the log already holds are skipped. Returns the log end offset."""
         partition = self.partition(topic, index)
+        if not self.mirror_replicas_truncated(topic, index):
+            raise RuntimeError(f"{topic}-{index}: nothing may be appended to a truncated mirror partition until "
+                               f"every replica has fetched from at or below offset {partition.mirror_truncated_to}")
         log_ = partition.log
         view = memoryview(fetched or b"")
         infos, _ = scan_valid_prefix(view)
@@ -516,6 +528,57 @@ class ReplicaManager:
             log_.delete_records_before(source_log_start)
         self._wake((topic, index))
         return log_.log_end_offset
+
+    def mirror_batch_at(self, topic: str, index: int, offset: int) -> bytes | None:
+        """On a mirror partition's leader: its whole batch holding `offset`, or the first after it (a gap in a
+        compacted log); None if there is none."""
+        partition = self.partition(topic, index)
+        log_ = partition.log
+        try:
+            region = log_.read(max(offset, log_.log_start_offset), 1, max_offset=log_.log_end_offset,
+                               min_one_batch=True)
+            return os.pread(region.fd, region.size, region.position) if region is not None else None
+        except OSError as exc:
+            raise self._storage_failed(partition, exc) from exc
+
+    def truncate_mirror_to(self, topic: str, index: int, offset: int) -> int:
+        """On a mirror partition's leader: the source no longer holds the mirror's records from `offset` on (an
+        unclean leader election there), so they go, as a diverged follower's do: the log, its indexes, the
+        leader epoch cache, the producer state and a high watermark above it. Returns how many offsets the log
+        end moved back.
+
+        The followers then learn of it from the divergence check of their next fetch: this leader's epoch
+        now ends at `offset`. Until every replica has fetched from at or below `offset`, nothing more is
+        appended (append_mirrored refuses, mirror_replicas_truncated says when): appended first, new batches
+        in this same leader epoch would let a follower that still holds the old ones beyond its log end
+        pass that check, and keep them. A new leader epoch (this leader dying meanwhile) makes the check
+        sound again on its own."""
+        partition = self.partition(topic, index)
+        log_ = partition.log
+        before = log_.log_end_offset
+        try:
+            log_.truncate_to(offset)
+        except OSError as exc:
+            raise self._storage_failed(partition, exc) from exc
+        partition.mirror_truncated_to = log_.log_end_offset
+        for follower in partition.followers.values():
+            follower.log_end_offset = -1  # unknown until its next fetch; it holds the high watermark meanwhile
+        self._wake((topic, index))  # followers long-polling here answer now, against the shorter log
+        return before - log_.log_end_offset
+
+    def mirror_replicas_truncated(self, topic: str, index: int) -> bool:
+        """Whether every replica of a mirror partition this node leads has fetched from at or below the
+        offset the mirror was truncated to since (true when it was not truncated in this leader epoch)."""
+        partition = self.partition(topic, index)
+        truncated_to = partition.mirror_truncated_to
+        if truncated_to is None:
+            return True
+        for replica in partition.replicas:
+            follower = partition.followers.get(replica)
+            if replica != self.node_id and (follower is None or not 0 <= follower.log_end_offset <= truncated_to):
+                return False
+        partition.mirror_truncated_to = None
+        return True
 
     def restart_mirror_at(self, topic: str, index: int, offset: int) -> None:
         """The source no longer holds the mirror's next offset (retention there passed it): start the mirror

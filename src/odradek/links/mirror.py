@@ -6,6 +6,15 @@ transactions and their markers come too) from the mirror's log end, and hands ea
 `ReplicaManager.append_mirrored`: the batches land at the source's offsets, unchanged. The destination's own
 followers replicate the mirror partition from here as any partition. When the source no longer holds the
 next offset (its retention passed it), the mirror starts over at the source's log start.
+
+A source partition can also lose records the mirror already holds (an unclean leader election there: the new
+leader lacks the old one's tail, and writes new records at those offsets). So whenever the task learns a
+source leader epoch it has not checked against (at its start, and at every leader change on the source, which
+fences its fetches), it first checks that the mirror's log is a prefix of the source's: the source holds the
+mirror's last batch, byte for byte but the leader epoch field. If not, it finds the first batch the source
+does not hold (links/divergence.py), truncates the mirror there as a diverged follower truncates, and
+appends nothing more until every replica of the mirror partition has fetched from at or below that offset
+(ReplicaManager.truncate_mirror_to says why).
 """
 
 from __future__ import annotations
@@ -15,21 +24,25 @@ import logging
 import time
 
 from odradek.links.definition import LinkDefinition
+from odradek.links.divergence import DivergenceSearch, same_batch
 from odradek.network.client import ClientSecurity, NodeClients, UnknownNodeError
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import read_batch_info, scan_valid_prefix
 
 log = logging.getLogger(__name__)
 
 FETCH, FETCH_VERSION = 1, 12
 LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 7
 METADATA, METADATA_VERSION = 3, 12
-BOOTSTRAP = -1  # the node id the link's bootstrap address goes by until Metadata names the source's nodes
+BOOTSTRAP = -1  # the key of the first source bootstrap address (the others count down from it; node ids are >= 0)
 RECONCILE_INTERVAL_S = 0.5
 FETCH_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 REQUEST_TIMEOUT_S = 30.0
 BACKOFF_S = 1.0
 EARLIEST = -2
+UNDECIDED_BACKOFF_S = 0.2  # the source does not show the batch asked about yet: ask again after this
+STALL_CHECK_S = 0.1  # after a truncation: how often to look whether every replica has fetched below it
 
 
 class SourceCluster:
@@ -38,16 +51,36 @@ class SourceCluster:
     def __init__(self, link: LinkDefinition, security: ClientSecurity | None):
         self.link = link
         self.clients = NodeClients(f"odradek-link-{link.name}", security=security)
-        host, port = link.source_bootstrap.split(",")[0].rsplit(":", 1)
-        self.clients.set_endpoint(BOOTSTRAP, host, int(port))
+        # Metadata is asked of the bootstrap addresses (negative keys: BOOTSTRAP, BOOTSTRAP - 1, ...) and of the
+        # source's nodes once it has named them, the last one that answered first: any one of them may be down.
+        self._asked_for_metadata: list[int] = []
+        for position, address in enumerate(link.source_bootstrap.split(",")):
+            host, port = address.strip().rsplit(":", 1)
+            self.clients.set_endpoint(BOOTSTRAP - position, host, int(port))
+            self._asked_for_metadata.append(BOOTSTRAP - position)
+
+    async def _metadata(self, topic: str) -> dict:
+        failure: Exception | None = None
+        for key in list(self._asked_for_metadata):
+            try:
+                response = await self.clients.request(key, METADATA, METADATA_VERSION, {
+                    "topics": [{"topic_id": bytes(16), "name": topic}], "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False}, REQUEST_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
+                failure = exc
+                continue
+            self._asked_for_metadata.remove(key)
+            self._asked_for_metadata.insert(0, key)
+            return response
+        raise failure or ConnectionError("no source address to ask")
 
     async def leader_of(self, topic: str, index: int) -> tuple[int, int, dict]:
         """(leader node id, leader epoch, partition metadata) of a source partition; KafkaError if unknown."""
-        response = await self.clients.request(BOOTSTRAP, METADATA, METADATA_VERSION, {
-            "topics": [{"topic_id": bytes(16), "name": topic}], "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False}, REQUEST_TIMEOUT_S)
+        response = await self._metadata(topic)
         for broker in response["brokers"]:
             self.clients.set_endpoint(broker["node_id"], broker["host"], broker["port"])
+            if broker["node_id"] not in self._asked_for_metadata:
+                self._asked_for_metadata.append(broker["node_id"])
         for entry in response["topics"]:
             if entry["error_code"]:
                 raise KafkaError(ErrorCode(entry["error_code"]), f"source topic {topic}")
@@ -59,14 +92,18 @@ class SourceCluster:
                     return partition["leader_id"], partition["leader_epoch"], partition
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"source partition {topic}-{index}")
 
-    async def fetch(self, leader: int, topic: str, index: int, offset: int, leader_epoch: int) -> dict:
+    async def fetch(self, leader: int, topic: str, index: int, offset: int, leader_epoch: int, *,
+                    max_bytes: int = FETCH_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS) -> dict:
+        """One partition's answer to a consumer Fetch (read_uncommitted) in `leader_epoch`: the source fences
+        it (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) once its leader changed. At least one whole batch
+        when there is one to read, whatever `max_bytes`."""
         response = await self.clients.request(leader, FETCH, FETCH_VERSION, {
-            "cluster_id": None, "replica_id": -1, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "cluster_id": None, "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 1,
+            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
                 "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES}]}],
-            "forgotten_topics_data": [], "rack_id": ""}, FETCH_WAIT_MS / 1000 + REQUEST_TIMEOUT_S)
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""}, wait_ms / 1000 + REQUEST_TIMEOUT_S)
         if response["error_code"]:
             raise KafkaError(ErrorCode(response["error_code"]), f"fetch from source node {leader}")
         return response["responses"][0]["partitions"][0]
@@ -97,6 +134,9 @@ class MirrorFetchers:
         # per mirror partition fed here: (link, records behind the source's high watermark, monotonic time it
         # last held everything the source had)
         self.lag: dict[tuple[str, int], tuple[str, int, float]] = {}
+        # per mirror partition: (link, how often this node truncated it because its source lost records the
+        # mirror held, records dropped in all); kept while the node runs, whoever leads the partition now
+        self.truncations: dict[tuple[str, int], tuple[str, int, int]] = {}
 
     async def run(self) -> None:
         try:
@@ -145,10 +185,19 @@ class MirrorFetchers:
     async def _mirror(self, source: SourceCluster, topic: str, index: int) -> None:
         replicas = self.node.replicas
         leader = epoch = None
+        checked_epoch = None  # the source leader epoch the mirror's log was last found a prefix of the source's in
         while True:
             try:
                 if leader is None:
                     leader, epoch, _ = await source.leader_of(topic, index)
+                if checked_epoch != epoch:
+                    if not await self._check_prefix(source, leader, epoch, topic, index):
+                        await asyncio.sleep(UNDECIDED_BACKOFF_S)
+                        continue
+                    checked_epoch = epoch
+                if not replicas.mirror_replicas_truncated(topic, index):
+                    await replicas.wait_for_data([(topic, index)], STALL_CHECK_S)
+                    continue
                 log_end = replicas.partition(topic, index).log.log_end_offset
                 data = await source.fetch(leader, topic, index, log_end, epoch)
                 error = ErrorCode(data["error_code"])
@@ -170,6 +219,7 @@ class MirrorFetchers:
                                      earliest)
                             replicas.restart_mirror_at(topic, index, earliest)
                             continue
+                        checked_epoch = None  # the source's log ends below the mirror's: check it again
                     log.info("Mirror %s-%d: the source answered %s", topic, index, error.name)
             except (ConnectionError, TimeoutError, UnknownNodeError) as exc:
                 log.debug("Mirror %s-%d: the source is unreachable: %s", topic, index, exc)
@@ -181,6 +231,80 @@ class MirrorFetchers:
                 log.exception("Mirror %s-%d failed", topic, index)
             leader = None  # ask the source's metadata again
             await asyncio.sleep(BACKOFF_S)
+
+    async def _check_prefix(self, source: SourceCluster, leader: int, epoch: int, topic: str, index: int) -> bool:
+        """Make the mirror's log a prefix of the source partition's as its leader `leader` holds it in `epoch`:
+        check that the source holds the mirror's last batch, and if not, find the first batch it does not hold
+        and truncate the mirror there. False when the source cannot tell yet (it does not show a batch asked
+        about, but its log reaches past it: its high watermark is behind): ask again later."""
+        replicas = self.node.replicas
+        partition = replicas.partition(topic, index)
+        leading = (partition.log, partition.leader_epoch)
+        search = DivergenceSearch(partition.log.log_start_offset, partition.log.log_end_offset)
+        while (offset := search.next_offset()) is not None:
+            batch = replicas.mirror_batch_at(topic, index, offset)
+            info = read_batch_info(batch) if batch is not None else None
+            if info is None or info.base_offset >= search.limit:
+                search.no_batch_from(offset)
+                continue
+            held = await self._source_holds(source, leader, epoch, topic, index, batch, info.base_offset,
+                                            info.next_offset)
+            if held is None:
+                log.debug("Mirror %s-%d: the source's leader %d does not show offset %d yet (epoch %d)", topic,
+                          index, leader, info.base_offset, epoch)
+                return False
+            search.record(info.base_offset, info.next_offset, held)
+        partition = replicas.partition(topic, index)
+        log_ = partition.log
+        if (log_, partition.leader_epoch, log_.log_start_offset, log_.log_end_offset) != (
+                *leading, search.start, search.end):
+            return False  # the log moved meanwhile (its retention, a leadership lost and won back): search again
+        if search.diverged:
+            with self.reader.lock:  # a promoted mirror is an ordinary topic: its records are its own
+                link = self.reader.state.read_only(topic)
+            if link is None:
+                return True
+            dropped = replicas.truncate_mirror_to(topic, index, search.divergence)
+            _, count, total = self.truncations.get((topic, index), (link, 0, 0))
+            self.truncations[(topic, index)] = (link, count + 1, total + dropped)
+            log.warning("Mirror %s-%d of cluster link %s: the source partition (leader %d, epoch %d) no longer "
+                        "holds the mirror's records from offset %d on (an unclean leader election there): "
+                        "truncated the mirror to offset %d, dropping %d records (offsets %d to %d); appending "
+                        "again once every replica has truncated too", topic, index, link, leader, epoch,
+                        search.divergence, search.divergence, dropped, search.divergence, search.end - 1)
+        elif search.end > search.start:
+            log.debug("Mirror %s-%d: the source (leader %d, epoch %d) holds the mirror's log up to %d after %d "
+                      "question(s)", topic, index, leader, epoch, search.end, search.probes)
+        return True
+
+    async def _source_holds(self, source: SourceCluster, leader: int, epoch: int, topic: str, index: int,
+                            batch: bytes, base_offset: int, next_offset: int) -> bool | None:
+        """Whether the source holds the mirror's `batch` [base_offset, next_offset); None if it cannot tell
+        yet. Raises KafkaError for an answer that needs the source's metadata again (its leader changed)."""
+        data = await source.fetch(leader, topic, index, base_offset, epoch, max_bytes=1, wait_ms=0)
+        error = ErrorCode(data["error_code"])
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            # past the source's log end: not held; before its log start (its retention): nothing to compare
+            # with, and what is gone there cannot differ from the rest, so it counts as held
+            return base_offset < await source.earliest_offset(leader, topic, index, epoch)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"fetch at offset {base_offset} from source node {leader}")
+        records = memoryview(data["records"] or b"")
+        infos, _ = scan_valid_prefix(records)
+        if infos:  # the source's batch holding base_offset, or the first after it
+            compacted = self.node.replicas.partition(topic, index).log.config.compact
+            if compacted and infos[0].base_offset >= next_offset:
+                return True  # the source's cleaner removed the whole batch
+            return same_batch(batch, records[infos[0].position:infos[0].end], compacted=compacted)
+        # the source shows nothing there: its high watermark is at or below base_offset. Its log ends before
+        # the batch does (its end is out of range), or it may yet show the batch.
+        data = await source.fetch(leader, topic, index, next_offset, epoch, max_bytes=1, wait_ms=0)
+        error = ErrorCode(data["error_code"])
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return False
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"fetch at offset {next_offset} from source node {leader}")
+        return None
 
     def _record_lag(self, link: str, topic: str, index: int, records: int) -> None:
         now = time.monotonic()

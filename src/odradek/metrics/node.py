@@ -111,6 +111,16 @@ class NodeMetrics:
             seconds.add((link, topic, str(index)), fetchers.lag_seconds(topic, index))
         yield records
         yield seconds
+        truncations = counter_family("odradek_cluster_link_mirror_truncations_total", "Times this node truncated a "
+                                     "mirror partition to where its source diverged (an unclean election there).",
+                                     labels)
+        dropped = counter_family("odradek_cluster_link_mirror_truncated_records_total", "Records those truncations "
+                                 "dropped from the mirror partition.", labels)
+        for (topic, index), (link, count, records_dropped) in sorted(fetchers.truncations.items()):
+            truncations.add((link, topic, str(index)), count)
+            dropped.add((link, topic, str(index)), records_dropped)
+        yield truncations
+        yield dropped
 
     def _replica_manager(self) -> Iterable[MetricFamily]:
         node = self.node
