@@ -25,7 +25,6 @@ from odradek.protocol.records import build_batch, decode_batches, scan_valid_pre
 from odradek.storage.log import PartitionLog
 from odradek.storage.log_config import LogConfig
 from tests.e2e.raw_client import RawClient
-from tests.java.conftest import _two_free_ports
 from tests.links.test_cluster_links import (
     committed_values,
     leader_address,
@@ -33,7 +32,6 @@ from tests.links.test_cluster_links import (
     partitions_equal,
     raw_partition,
 )
-from tests.reference_kafka import ReferenceBroker, requires_reference
 from tests.sql.server_process import wait_for
 
 # ---- a mirror partition's leader and followers, without a network
@@ -362,27 +360,3 @@ def test_a_source_whose_retention_passed_the_mirrors_end_is_no_truncation_the_mi
     assert wait_for(same, what="the mirror to hold the source's records from its log start")
     assert committed_values(destination.bootstrap, "orders", 1) == [f"late-{i}" for i in range(50, 100)]
     assert not TRUNCATED.search(destination.log_text())
-
-
-@requires_reference
-def test_an_apache_kafka_source_that_lost_nothing_passes_the_check_of_a_restarted_mirror_task(node, tmp_path):
-    """Each task start (here: a resume) asks Kafka for the mirror's last batch: Kafka's answer (one whole batch
-    at that offset, with its own leader epoch) is the mirror's batch, so nothing is truncated."""
-    port, _ = _two_free_ports()
-    kafka = ReferenceBroker(tmp_path / "kafka", port).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(60)
-        produce(kafka.bootstrap, "first", 100)
-        assert links(node.bootstrap, "create", "from-kafka", "--source-bootstrap", kafka.bootstrap,
-                     "--topics", "orders").returncode == 0
-        assert wait_for(lambda: partitions_equal(kafka.bootstrap, node.bootstrap, "orders", 1),
-                        what="the mirror of Kafka's partition")
-        assert links(node.bootstrap, "pause", "from-kafka").returncode == 0
-        produce(kafka.bootstrap, "second", 100)
-        assert links(node.bootstrap, "resume", "from-kafka").returncode == 0
-        assert wait_for(lambda: partitions_equal(kafka.bootstrap, node.bootstrap, "orders", 1),
-                        what="the mirror to follow Kafka after its check")
-        assert "truncated the mirror" not in node.log_text()
-    finally:
-        kafka.stop()
