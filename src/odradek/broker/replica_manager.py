@@ -115,6 +115,11 @@ class FetchRead:
         return self.records.size if self.records else 0
 
 
+class MirrorDiverged(Exception):
+    """A source's batches for a mirror partition that cannot follow the mirror's log: the mirror must be checked
+    against the source again (links/mirror.py)."""
+
+
 class ReplicaManager:
     def __init__(self, node):
         self.node = node
@@ -515,6 +520,10 @@ class ReplicaManager:
             # an empty log that starts inside the source's first batch (a log start moved mid-batch there): it
             # starts at that batch instead, as Kafka's follower does, and takes the source's log start below
             log_.truncate_fully_and_start_at(infos[0].base_offset)
+        if log_.log_end_offset > log_.log_start_offset and any(
+                info.base_offset < log_.log_end_offset < info.next_offset for info in infos):
+            # the mirror's last batch ends at its log end, so a source batch across it is another history
+            raise MirrorDiverged(f"the source's batch across offset {log_.log_end_offset} is not the mirror's")
         fresh = [info for info in infos if info.base_offset >= log_.log_end_offset]
         if fresh:
             start = fresh[0].position

@@ -10,7 +10,8 @@ without idempotence retrying it) that lands, after an unclean election, at the s
 
 A compacted log's cleaner rewrites batches on each side on its own schedule: it keeps a batch's base offset,
 last offset delta and producer fields but drops records (or the whole batch), so on a compacted topic two
-batches also count as the same when those fields agree and so does every record both still hold, and a batch
+batches also count as the same when those fields agree and so does every record both still hold (at least
+one, unless a producer id says they are one batch), and a batch
 the source no longer has at all (a later one follows) counts as held.
 
 So the search first asks about the mirror's last batch (agreement there means agreement everywhere, the
@@ -43,7 +44,10 @@ def _same_but_cleaned(mirror: memoryview, source: memoryview) -> bool:
     if any(getattr(mine, name) != getattr(theirs, name) for name in fields):
         return False
     held = {record.offset: record for record in decode_batch(mirror, mine)}
-    return all(held.get(record.offset, record) == record for record in decode_batch(source, theirs))
+    kept = decode_batch(source, theirs)
+    if mine.producer_id < 0 and not any(record.offset in held for record in kept):
+        return False  # no producer id and no record in common: nothing says these are one batch
+    return all(held.get(record.offset, record) == record for record in kept)
 
 
 class DivergenceSearch:

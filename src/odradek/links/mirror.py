@@ -23,7 +23,8 @@ import asyncio
 import logging
 import time
 
-from odradek.links.definition import LinkDefinition
+from odradek.broker.replica_manager import MirrorDiverged
+from odradek.links.definition import LINKS_TOPIC, LinkDefinition
 from odradek.links.divergence import DivergenceSearch, same_batch
 from odradek.network.client import ClientSecurity, NodeClients, UnknownNodeError
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -43,6 +44,7 @@ BACKOFF_S = 1.0
 EARLIEST = -2
 UNDECIDED_BACKOFF_S = 0.2  # the source does not show the batch asked about yet: ask again after this
 STALL_CHECK_S = 0.1  # after a truncation: how often to look whether every replica has fetched below it
+LINKS_END_TIMEOUT_S = 5.0  # before a truncation: for the links' end offset, and for this node to read up to it
 
 
 class SourceCluster:
@@ -221,6 +223,9 @@ class MirrorFetchers:
                             continue
                         checked_epoch = None  # the source's log ends below the mirror's: check it again
                     log.info("Mirror %s-%d: the source answered %s", topic, index, error.name)
+            except MirrorDiverged as exc:  # the source's batches do not line up with the mirror's: check again
+                log.info("Mirror %s-%d: %s", topic, index, exc)
+                checked_epoch = None
             except (ConnectionError, TimeoutError, UnknownNodeError) as exc:
                 log.debug("Mirror %s-%d: the source is unreachable: %s", topic, index, exc)
             except KafkaError as exc:
@@ -260,7 +265,11 @@ class MirrorFetchers:
                 *leading, search.start, search.end):
             return False  # the log moved meanwhile (its retention, a leadership lost and won back): search again
         if search.diverged:
-            with self.reader.lock:  # a promoted mirror is an ordinary topic: its records are its own
+            # A promoted mirror is an ordinary topic whose records are its own: truncate only on a view of the
+            # links that is known to be current (this node's reader may lag), or not yet.
+            if not await self._links_read_to_end():
+                return False
+            with self.reader.lock:
                 link = self.reader.state.read_only(topic)
             if link is None:
                 return True
@@ -277,6 +286,20 @@ class MirrorFetchers:
                       "question(s)", topic, index, leader, epoch, search.end, search.probes)
         return True
 
+    async def _links_read_to_end(self) -> bool:
+        """Whether this node has applied `__cluster_links` up to its end as of now (waiting a little for it)."""
+        try:
+            end = await asyncio.to_thread(self.reader.end_offset, LINKS_END_TIMEOUT_S)
+        except Exception as exc:  # the topic does not answer: no decision on a view that may be old
+            log.info("Cannot tell how far %s goes: %s", LINKS_TOPIC, exc)
+            return False
+        deadline = time.monotonic() + LINKS_END_TIMEOUT_S
+        while self.reader.applied_position < end:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
     async def _source_holds(self, source: SourceCluster, leader: int, epoch: int, topic: str, index: int,
                             batch: bytes, base_offset: int, next_offset: int) -> bool | None:
         """Whether the source holds the mirror's `batch` [base_offset, next_offset); None if it cannot tell
@@ -284,9 +307,18 @@ class MirrorFetchers:
         data = await source.fetch(leader, topic, index, base_offset, epoch, max_bytes=1, wait_ms=0)
         error = ErrorCode(data["error_code"])
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            # past the source's log end: not held; before its log start (its retention): nothing to compare
-            # with, and what is gone there cannot differ from the rest, so it counts as held
-            return base_offset < await source.earliest_offset(leader, topic, index, epoch)
+            earliest = await source.earliest_offset(leader, topic, index, epoch)
+            if next_offset <= earliest:
+                # wholly below the source's log start (its retention): nothing to compare with, and what is gone
+                # there cannot differ from the rest, so it counts as held
+                return True
+            if base_offset >= earliest:
+                return False  # past the source's log end
+            # the source's log starts inside the batch: what it holds from there on must be this batch
+            data = await source.fetch(leader, topic, index, earliest, epoch, max_bytes=1, wait_ms=0)
+            error = ErrorCode(data["error_code"])
+            if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                return False
         if error != ErrorCode.NONE:
             raise KafkaError(error, f"fetch at offset {base_offset} from source node {leader}")
         records = memoryview(data["records"] or b"")

@@ -40,7 +40,6 @@ class LinkStateReader:
         self.ready = threading.Event()  # set once the reader has reached the end of the topic
         self._next_offset = OFFSET_BEGINNING
         self._problem = "no answer yet"  # why the reader has not reached the end, for the log
-        self._commit_failed_at: int | None = None
         self._thread = threading.Thread(target=self._read, name="cluster-links-reader", daemon=True)
 
     def start(self) -> None:
@@ -68,48 +67,63 @@ class LinkStateReader:
             self._stopping.wait(RETRY_BACKOFF_S)
 
     def _read_until_failure(self) -> None:
+        committed: list = []  # commit outcomes, as on_commit reports them during poll
+
+        def on_commit(error, partitions) -> None:
+            committed.append((error, partitions[0].offset if partitions else None))
+
+        # auto.offset.reset: a position that is gone (the topic re-created) reads it all again, never skips it
         consumer = Consumer({**self.client_properties, "group.id": applied_group(self.node_id),
                              "enable.auto.commit": False, "isolation.level": "read_committed",
-                             "enable.partition.eof": True})
+                             "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                             "on_commit": on_commit})
         try:
             consumer.assign([TopicPartition(LINKS_TOPIC, 0, self._next_offset)])
-            uncommitted = None  # an applied position whose commit failed: committed again at the next idle poll
-            reported = time.monotonic()
+            uncommitted = None  # an applied position not committed yet: committed (again) at an idle poll
+            reported = 0.0
             while not self._stopping.is_set():
                 message = consumer.poll(0.5)
+                for error, offset in committed:
+                    if error is None and offset == uncommitted:
+                        uncommitted = None
+                    elif error is not None and time.monotonic() - reported > NOT_READY_LOG_INTERVAL_S:
+                        reported = time.monotonic()
+                        log.warning("Cannot commit how far this node has applied %s (promotions wait for it): "
+                                    "%s", LINKS_TOPIC, error)
+                committed.clear()
                 if message is None or message.error():
                     if message is not None and message.error().code() == KafkaError._PARTITION_EOF:
                         self.ready.set()
                         uncommitted = message.offset()
                     elif message is not None:
                         self._problem = str(message.error())
+                        if time.monotonic() - reported > NOT_READY_LOG_INTERVAL_S:
+                            reported = time.monotonic()
+                            log.warning("Reading %s: %s", LINKS_TOPIC, self._problem)
                     if uncommitted is not None:
-                        uncommitted = self._commit(consumer, uncommitted)
+                        consumer.commit(offsets=[TopicPartition(LINKS_TOPIC, 0, uncommitted)], asynchronous=True)
                     if not self.ready.is_set() and time.monotonic() - reported > NOT_READY_LOG_INTERVAL_S:
                         reported = time.monotonic()
                         log.error("This node has not read %s to its end yet, so it refuses writes to topics (it "
                                   "cannot tell the read-only mirrors yet): %s", LINKS_TOPIC, self._problem)
                     continue
-                with self.lock:
+                with self.lock:  # the position moves with the state: applied_position never runs ahead of it
                     try:
                         self.state.apply(message.key() or b"", message.value())
                     except Exception as exc:  # LinkError, or worse: one bad record must not stop the node reading
                         log.warning("Skipping record %d of %s: %s", message.offset(), LINKS_TOPIC, exc)
-                self._next_offset = message.offset() + 1
+                    self._next_offset = message.offset() + 1
         finally:
             consumer.close()
 
-    def _commit(self, consumer: Consumer, position: int) -> int | None:
-        """Commit how far this node has applied the topic (see wait_until_applied); the position if that failed."""
+    def end_offset(self, timeout_s: float) -> int:
+        """The topic's end offset now, as its leader says (blocking); KafkaException if it does not answer."""
+        consumer = Consumer({**self.client_properties, "group.id": applied_group(self.node_id),
+                             "enable.auto.commit": False})
         try:
-            consumer.commit(offsets=[TopicPartition(LINKS_TOPIC, 0, position)], asynchronous=False)
-            return None
-        except KafkaException as exc:
-            if position != self._commit_failed_at:  # once per position, not at every idle poll
-                self._commit_failed_at = position
-                log.warning("Cannot commit how far this node has applied %s (promotions will wait for it): %s",
-                            LINKS_TOPIC, exc)
-            return position
+            return consumer.get_watermark_offsets(TopicPartition(LINKS_TOPIC, 0), timeout=timeout_s)[1]
+        finally:
+            consumer.close()
 
 
 def ensure_links_topic(admin: AdminClient, replication_factor: int) -> None:

@@ -47,6 +47,7 @@ from odradek.security.acl import AclBinding, AclOperation, AclPermissionType, Pa
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 10.0
+BARRIER_WAIT_S = 2.0  # for the nodes to read a new mirror record; else the next pass creates the topic
 # Configs that belong to the destination cluster, never copied from the source
 LOCAL_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
                            "min.insync.replicas", "unclean.leader.election.enable"})
@@ -236,7 +237,7 @@ class TopicSync:
         if name not in local:
             # Every node must know the topic is a mirror before it exists, or a node leading one of its partitions
             # would take writes into it: create it once they all have read the mirror record (else next pass).
-            behind = wait_until_applied(self.client_properties, self.reader.applied_position, TIMEOUT_S)
+            behind = wait_until_applied(self.client_properties, self.reader.applied_position, BARRIER_WAIT_S)
             if behind:
                 log.info("Cluster link %s: mirror topic %s waits for nodes %s to read its record", link.name, name,
                          ", ".join(map(str, behind)))
