@@ -8,9 +8,11 @@ passing the mirror's end, and Apache Kafka as a source that lost nothing, which 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,8 +20,9 @@ import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replica_manager import MirrorDiverged, ReplicaManager
 from odradek.controller.metadata_image import PartitionImage
+from odradek.links.mirror import MirrorFetchers
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch, decode_batches, scan_valid_prefix, stamp_leader_epoch
 from odradek.storage.log import PartitionLog
@@ -161,6 +164,48 @@ def test_a_new_leader_epoch_ends_the_wait(mirror_partition):
     assert not leader.replicas.mirror_replicas_truncated("m", 0)
     leader.host(leader=1, leader_epoch=6)  # it leads again in a new epoch: followers' epoch checks are sound
     assert leader.replicas.mirror_replicas_truncated("m", 0)
+
+
+class EmptySource:
+    """A source partition's new leader whose log is empty and starts at `start` (it lost everything from
+    there): a consumer fetch below or past that is out of range."""
+
+    def __init__(self, start: int):
+        self.start = start
+
+    async def fetch(self, leader, topic, index, offset, epoch, *, max_bytes=0, wait_ms=0):
+        if offset != self.start:
+            return {"error_code": ErrorCode.OFFSET_OUT_OF_RANGE, "records": None}
+        return {"error_code": ErrorCode.NONE, "records": b"", "high_watermark": self.start,
+                "log_start_offset": self.start}
+
+    async def earliest_offset(self, leader, topic, index, epoch):
+        return self.start
+
+
+def test_a_source_whose_log_starts_inside_the_mirrors_batch_is_compared_from_there(tmp_path):
+    """The mirror's one batch [0,10) has its log start at 6 (it followed the source's); the source's new leader
+    holds nothing from 6 on. The batch is not held: the mirror truncates to 6, not keeping offsets 6 to 9."""
+    replica = Replica(tmp_path, 1)
+    replica.replicas.host("m", 0, replica.log, PartitionImage(0, [1], [1], 1, 5))
+    assert replica.replicas.append_mirrored("m", 0, source_batch(0, "old", 10), 0) == 10
+    replica.log.delete_records_before(6)
+    reader = SimpleNamespace(lock=threading.Lock(), state=SimpleNamespace(read_only=lambda topic: "dc1"),
+                             end_offset=lambda timeout_s: 0, applied_position=0)
+    fetchers = MirrorFetchers(SimpleNamespace(replicas=replica.replicas), reader, None)
+    assert asyncio.run(fetchers._check_prefix(EmptySource(6), 2, 7, "m", 0))
+    assert (replica.log.log_start_offset, replica.log.log_end_offset) == (6, 6)
+    assert fetchers.truncations[("m", 0)] == ("dc1", 1, 4)
+    replica.log.close()
+
+
+def test_a_source_batch_across_the_mirrors_end_is_another_history(mirror_partition):
+    """The mirror ends at 10 after its batch [8,10); a source batch [9,12) cannot follow it: the mirror must be
+    checked again, not given a gap."""
+    leader = mirror_partition[0]
+    with pytest.raises(MirrorDiverged):
+        leader.replicas.append_mirrored("m", 0, source_batch(9, "new", 3), 0)
+    assert leader.log.log_end_offset == 10
 
 
 # ---- real clusters: an unclean leader election on the source
