@@ -83,6 +83,7 @@ bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
 	$(BIN)/python benchmarks/spark_read.py
 	$(BIN)/python benchmarks/console.py
 	$(BIN)/python benchmarks/schema_registry.py
+	$(BIN)/python benchmarks/balancer.py
 	$(BIN)/python benchmarks/profile.py
 	$(BIN)/python benchmarks/profile.py --small-requests 5000
 
