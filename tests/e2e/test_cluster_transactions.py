@@ -382,6 +382,7 @@ class CommittedObserver:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("security", ["PLAINTEXT"])  # SASL_SSL through kills: the coordinator failover tests below
 def test_exactly_once_pipeline_survives_kill_9_of_leaders_and_the_coordinator(cluster_factory, seed, security):
     rng = random.Random(seed)
     cluster = cluster_factory(3, TXN_CLUSTER_SETTINGS, security=security)

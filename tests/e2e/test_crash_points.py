@@ -1,4 +1,4 @@
-"""kill -9 at 30 seeded random moments (a new seed each run) while one node produces, rolls, retains and
+"""kill -9 at 20 seeded random moments (a new seed each run) while one node produces, rolls, retains and
 compacts at once.
 
 One node process hosts four single-partition topics, each loaded by its own confluent-kafka producer
@@ -54,7 +54,7 @@ from functools import partial
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-CRASHES = 30
+CRASHES = 20
 NODE_SETTINGS = {
     "log.retention.check.interval.ms": "100",
     "log.initial.task.delay.ms": "0",  # retention right after every restart, where recovery just ran
@@ -490,7 +490,7 @@ def check_random_fetches(bootstrap: str, workload: Workload, rng: random.Random,
         consumer.close()
 
 
-def test_kill_9_at_30_random_points_of_produce_roll_retention_and_compaction(node_factory, seed):
+def test_kill_9_at_20_random_points_of_produce_roll_retention_and_compaction(node_factory, seed):
     schedule = random.Random(seed)  # run times, idle spells: the crash points
     picks = random.Random(f"{seed}-picks")  # what the checks sample
     started = time.monotonic()

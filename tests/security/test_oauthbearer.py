@@ -544,7 +544,7 @@ def test_keys_are_fetched_from_an_https_endpoint_trusted_through_the_login_modul
     before = handler.requests
     assert authenticate(security, keys["EdDSA"].token(claims()))[1].error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     wait_for(lambda: authenticate(security, keys["EdDSA"].token(claims()))[1].error_code == ErrorCode.NONE)
-    assert handler.requests == before + 1
+    assert handler.requests > before  # fetched again (more than once when a slow machine retries meanwhile)
 
 
 def test_an_untrusted_https_endpoint_gives_no_keys(https_jwks, keys):
