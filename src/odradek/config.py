@@ -189,6 +189,9 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("schema.registry.listener", "string", "", "The schema registry's HTTP port, as http://host:port: Confluent Schema Registry's REST API (docs/schema-registry.md), stored in schema.registry.topic. Every node that has one answers reads; writes go to the node that leads the topic's partition. Port 0 takes a free port, named in the log. Empty: no registry on this node."),
     ConfigDef("schema.registry.topic", "string", "_schemas", "The compacted one-partition topic that holds the schema registry's schemas, configs and modes, in Confluent's record format (Confluent's kafkastore.topic)."),
     ConfigDef("schema.registry.topic.replication.factor", "int", 3, "Replicas of schema.registry.topic when the registry creates it, at most the number of nodes then in the cluster (Confluent's kafkastore.topic.replication.factor)."),
+    ConfigDef("balancer.sampling.enable", "boolean", False, "Sample this node's load for the partition balancer: every balancer.sample.interval.ms, its log dirs (capacity and use) and, per partition it hosts, the size on disk and (where it leads) the bytes and requests produced and fetched since the previous sample, published to the internal topic __balancer_samples (docs/balancer.md). Off by default until the balancer reads the samples: it adds a topic to the cluster and a client per node."),
+    ConfigDef("balancer.sample.interval.ms", "long", 60000, "How often a node samples its load for the partition balancer (balancer.sampling.enable)."),
+    ConfigDef("balancer.window.ms", "long", 3600000, "The window over which the partition balancer averages the sampled rates of a partition, so that a burst does not move data; __balancer_samples keeps twice this."),
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
@@ -199,6 +202,8 @@ PER_IP_ZERO_NEEDS_OVERRIDES = ("max.connections.per.ip can be set to zero only i
 # The ranges Kafka's validators allow for its numeric broker settings: (at least, at most or None).
 RANGES: dict[str, tuple[int, int | None]] = {
     "background.threads": (1, None),
+    "balancer.sample.interval.ms": (1, None),
+    "balancer.window.ms": (1, None),
     "compression.lz4.level": (1, 17),
     "compression.zstd.level": (-131072, 22),
     "controller.quota.window.num": (1, None),

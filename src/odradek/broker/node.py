@@ -340,6 +340,12 @@ class Node:
         self.log_dir_mover = LogDirMover(self)
         self.quota_enforcement = QuotaEnforcement(self)
         self.links = ClusterLinks(self)  # mirror topics of cluster links (links/), idle until a link exists
+        # the partition balancer's load samples of this node, published to __balancer_samples (balancer/sampler.py)
+        self.sampler = None
+        if config["balancer.sampling.enable"] and self.is_broker:
+            from odradek.balancer.sampler import LoadSampler
+
+            self.sampler = LoadSampler(self)
         # metrics.listener: the HTTP port (metrics/http.py), and request timings taken by the network servers
         self.metrics_server = None
         self.request_metrics = None
@@ -431,6 +437,8 @@ class Node:
             self.servers.append(server)
         self._tasks.append(asyncio.create_task(self._maintain()))
         self._tasks.append(asyncio.create_task(self.links.run()))
+        if self.sampler is not None:
+            self._tasks.append(asyncio.create_task(self.sampler.run()))
         if self.config["log.cleaner.enable"]:
             self.cleaner = LogCleaner(self.log_manager, self._cleaner_config())
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
@@ -460,6 +468,8 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.links.close()
+        if self.sampler is not None:
+            self.sampler.close()
         if self._cleaning is not None:
             self.cleaner.stop()  # a cleaning under way in its thread gives up at its next batch
             self._cleaning.cancel()

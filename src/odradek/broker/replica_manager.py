@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from odradek.controller.metadata_image import PartitionImage
 from odradek.metrics.broker_topic import BrokerTopicStats
+from odradek.metrics.partition_counters import PartitionCounterTable
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.file_region import FileRegion
 from odradek.protocol.records import scan_valid_prefix, stamp_leader_epoch
@@ -129,6 +130,7 @@ class ReplicaManager:
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self.leader_quota = ReplicationQuota(lambda: node.controller.dynamic["leader.replication.throttled.rate"])
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, counted by append and read
+        self.partition_counters = PartitionCounterTable()  # the balancer's load per partition (balancer/sampler.py)
         # Kafka's IsrShrinksPerSec, IsrExpandsPerSec and FailedIsrUpdatesPerSec: this node's AlterPartition
         # requests as a leader, accepted (by the way the ISR changed) or not
         self.isr_shrinks = self.isr_expands = self.failed_isr_updates = 0
@@ -182,6 +184,7 @@ class ReplicaManager:
 
     def unhost(self, topic: str, index: int) -> None:
         self.partitions.pop((topic, index), None)
+        self.partition_counters.partitions.pop((topic, index), None)
         self.node.fetchers.unfollow(topic, index)
         self._wake((topic, index))
 
@@ -225,6 +228,7 @@ class ReplicaManager:
         result = self._append_as_leader(topic, index, write)
         if result.error == ErrorCode.NONE:
             self.topic_stats.appended(topic, result.last_offset - result.base_offset + 1, len(records))
+            self.partition_counters.appended(topic, index, len(records))
         else:
             self.topic_stats.append_failed(topic, (topic, index) in self.partitions, result.error)
         return result

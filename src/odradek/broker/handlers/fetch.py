@@ -46,6 +46,7 @@ def handle_fetch(broker, ctx, request: dict):
     total = sum(r.size for _, r in reads)
     errors = any(r.error != ErrorCode.NONE for _, r in reads)
     if request["max_wait_ms"] <= 0 or total >= request["min_bytes"] or errors or not context.partitions:
+        _count(broker, reads)
         return _response(context, reads, isolation)
     return _long_poll(broker, context, max_bytes, request, isolation)
 
@@ -59,6 +60,7 @@ async def _long_poll(broker, context: FetchContext, max_bytes: int, request: dic
         total = sum(r.size for _, r in reads)
         if total >= request["min_bytes"] or time.monotonic() >= deadline or any(
                 r.error != ErrorCode.NONE for _, r in reads):
+            _count(broker, reads)
             return _response(context, reads, isolation)
 
 
@@ -126,6 +128,14 @@ def _read(broker, context: FetchContext, max_bytes: int, isolation: int) -> list
             remaining -= read.size
         reads.append((p, read))
     return reads
+
+
+def _count(broker, reads: list) -> None:
+    """The balancer's per-partition counters: a consumer fetch answered, with the bytes it carries."""
+    fetched = broker.replicas.partition_counters.fetched
+    for p, read in reads:
+        if read.error == ErrorCode.NONE:
+            fetched(p.topic, p.partition, read.size)
 
 
 def _response(context: FetchContext, reads: list, isolation: int) -> dict:
