@@ -47,10 +47,10 @@ def leader_address(bootstrap: str, topic: str, index: int) -> str:
     return f"{broker.host}:{broker.port}"
 
 
-def raw_partition(bootstrap: str, topic: str, index: int) -> bytes:
-    """Every batch of a partition as the leader stores it, up to its high watermark, in offset order, with
-    the partition leader epochs (which are each cluster's own) zeroed."""
-    data, offset = b"", 0
+def raw_partition(bootstrap: str, topic: str, index: int, start: int = 0) -> bytes:
+    """Every batch of a partition as the leader stores it, from the one holding `start` up to its high
+    watermark, in offset order, with the partition leader epochs (which are each cluster's own) zeroed."""
+    data, offset = b"", start
     with RawClient(leader_address(bootstrap, topic, index)) as client:
         while True:
             response = client.request(1, 12, {

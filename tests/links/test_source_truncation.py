@@ -27,10 +27,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch, decode_batches, scan_valid_prefix, stamp_leader_epoch
 from odradek.storage.log import PartitionLog
 from odradek.storage.log_config import LogConfig
-from tests.e2e.raw_client import RawClient
 from tests.links.test_cluster_links import (
     committed_values,
-    leader_address,
     links,
     partitions_equal,
     raw_partition,
@@ -352,28 +350,6 @@ def test_a_mirror_leader_killed_while_it_waits_for_its_followers_leaves_them_tru
 # ---- what is not a truncation: the source's retention passing the mirror's end
 
 
-def raw_from(bootstrap: str, topic: str, offset: int) -> bytes:
-    """The partition's batches from the one holding `offset` up to its high watermark, leader epochs zeroed."""
-    data = b""
-    with RawClient(leader_address(bootstrap, topic, 0)) as client:
-        while True:
-            response = client.request(1, 12, {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [{
-                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 22}]}],
-                "forgotten_topics_data": [], "rack_id": ""})
-            answer = response["responses"][0]["partitions"][0]
-            assert answer["error_code"] == 0, answer
-            batches = bytearray(answer["records"] or b"")
-            infos, end = scan_valid_prefix(batches)
-            if not infos:
-                return data
-            stamp_leader_epoch(batches, infos, 0)
-            data += batches[:end]
-            offset = infos[-1].next_offset
-
-
 def log_start(bootstrap: str, topic: str) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer is in
     (found,) = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()}).values()
@@ -399,7 +375,8 @@ def test_a_source_whose_retention_passed_the_mirrors_end_is_no_truncation_the_mi
 
     def same() -> bool:
         try:
-            return raw_from(source.bootstrap, "orders", 150) == raw_from(destination.bootstrap, "orders", 150)
+            return (raw_partition(source.bootstrap, "orders", 0, 150)
+                    == raw_partition(destination.bootstrap, "orders", 0, 150))
         except (AssertionError, OSError):
             return False
 

@@ -44,7 +44,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from odradek.balancer.optimizer import Proposal
+from odradek.balancer.optimizer import Proposal, ReplicaChange
 
 FORMAT_VERSION = 1
 
@@ -93,7 +93,7 @@ class ExecutionLimits:
 
 
 @dataclass
-class MoveTask:
+class MoveTask(ReplicaChange):
     topic: str
     partition: int
     old_replicas: tuple[int, ...]
@@ -110,13 +110,6 @@ class MoveTask:
     def key(self) -> TopicPartition:
         return (self.topic, self.partition)
 
-    @property
-    def added(self) -> tuple[int, ...]:
-        return tuple(n for n in self.new_replicas if n not in self.old_replicas)
-
-    @property
-    def removed(self) -> tuple[int, ...]:
-        return tuple(n for n in self.old_replicas if n not in self.new_replicas)
 
     @property
     def nodes(self) -> tuple[int, ...]:

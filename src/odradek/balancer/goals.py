@@ -230,28 +230,34 @@ class ReplicaCapacityGoal(NodeLimitGoal):
         return [math.inf if m is None else m for m in state.max_replicas]
 
 
+class NetworkCapacityGoal(NodeLimitGoal):
+    """No node's network load in one direction above max_ratio of its capacity in that direction."""
+
+    capacity: ClassVar[str]  # the ClusterState field with each node's capacity (None: unlimited)
+    max_ratio: float
+
+    def limits(self, state: ClusterState) -> list[float]:
+        return [math.inf if c is None else c * self.max_ratio for c in getattr(state, self.capacity)]
+
+
 @dataclass(frozen=True)
-class NetworkInboundCapacityGoal(NodeLimitGoal):
+class NetworkInboundCapacityGoal(NetworkCapacityGoal):
     """No node's network in above max_ratio of its Node.network_in_capacity."""
 
     max_ratio: float = BalancerSettings.network_inbound_max_ratio
     name: ClassVar[str] = "NetworkInboundCapacityGoal"
     resource: ClassVar[Resource] = Resource.NETWORK_IN
-
-    def limits(self, state: ClusterState) -> list[float]:
-        return [math.inf if c is None else c * self.max_ratio for c in state.network_in_capacity]
+    capacity: ClassVar[str] = "network_in_capacity"
 
 
 @dataclass(frozen=True)
-class NetworkOutboundCapacityGoal(NodeLimitGoal):
+class NetworkOutboundCapacityGoal(NetworkCapacityGoal):
     """No node's network out above max_ratio of its Node.network_out_capacity."""
 
     max_ratio: float = BalancerSettings.network_outbound_max_ratio
     name: ClassVar[str] = "NetworkOutboundCapacityGoal"
     resource: ClassVar[Resource] = Resource.NETWORK_OUT
-
-    def limits(self, state: ClusterState) -> list[float]:
-        return [math.inf if c is None else c * self.max_ratio for c in state.network_out_capacity]
+    capacity: ClassVar[str] = "network_out_capacity"
 
 
 @dataclass(frozen=True)

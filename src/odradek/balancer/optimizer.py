@@ -100,8 +100,23 @@ class ProposalOptions:
             object.__setattr__(self, "move_onto", frozenset(self.move_onto))
 
 
+class ReplicaChange:
+    """What a change of a partition's replicas (old_replicas -> new_replicas) adds and removes."""
+
+    old_replicas: tuple[int, ...]
+    new_replicas: tuple[int, ...]
+
+    @property
+    def added(self) -> tuple[int, ...]:
+        return tuple(n for n in self.new_replicas if n not in self.old_replicas)
+
+    @property
+    def removed(self) -> tuple[int, ...]:
+        return tuple(n for n in self.old_replicas if n not in self.new_replicas)
+
+
 @dataclass(frozen=True)
-class ReplicaMove:
+class ReplicaMove(ReplicaChange):
     """A reassignment: old_replicas become new_replicas (ordered, the preferred leader first), each new replica
     in new_log_dirs' dir. bytes_moved: the partition's size times the replicas added."""
 
@@ -113,13 +128,6 @@ class ReplicaMove:
     goal: str
     bytes_moved: int
 
-    @property
-    def added(self) -> tuple[int, ...]:
-        return tuple(n for n in self.new_replicas if n not in self.old_replicas)
-
-    @property
-    def removed(self) -> tuple[int, ...]:
-        return tuple(n for n in self.old_replicas if n not in self.new_replicas)
 
 
 @dataclass(frozen=True)
