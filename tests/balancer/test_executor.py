@@ -20,6 +20,7 @@ from odradek.balancer.execution import (
     ExecutionLimits,
 )
 from odradek.balancer.executor import EXECUTION_TOPIC, Executor
+from odradek.protocol.errors import ErrorCode
 from tests.sql.server_process import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -229,3 +230,26 @@ def test_a_new_executor_picks_up_a_half_done_execution_from_the_internal_topic(c
     wait_for(lambda: throttle_configs(admin, topic) == {}, 30, "the throttles to be removed")
     assert_balanced(admin, topic)
     finish_traffic(traffic)
+
+
+def test_an_election_the_cluster_finds_not_needed_counts_as_done():
+    """Kafka 4.0 answers a preferred election of a partition its preferred leader leads with ELECTION_NOT_NEEDED
+    (a KafkaError per partition in confluent-kafka's answer): the leadership change is done, not failed."""
+    from confluent_kafka import KafkaError as ClientError
+
+    class Answer:
+        def __init__(self, results):
+            self.results = results
+
+        def result(self, timeout):
+            return self.results
+
+    class Admin:
+        def elect_leaders(self, election_type, partitions):
+            return Answer({partitions[0]: ClientError(ErrorCode.ELECTION_NOT_NEEDED),
+                           partitions[1]: ClientError(ErrorCode.NOT_CONTROLLER)})
+
+    executor = Executor.__new__(Executor)  # no cluster: only the answer's reading is under test
+    executor._admin = Admin()
+    errors = executor._elect((("t", 0), ("t", 1)))
+    assert errors[("t", 0)] is None and errors[("t", 1)] is not None

@@ -348,8 +348,9 @@ class Executor:
         except KafkaException as exc:
             return {key: str(exc) for key in keys}
         errors: dict[tuple[str, int], str | None] = {}
-        for tp, error in results.items():
-            if error is not None and error.args[0].code() == ErrorCode.ELECTION_NOT_NEEDED:
+        for tp, error in results.items():  # error: a KafkaError per partition (KafkaException in older clients)
+            code = error.args[0].code() if isinstance(error, KafkaException) else error.code() if error else None
+            if code == ErrorCode.ELECTION_NOT_NEEDED:
                 error = None
             errors[(tp.topic, tp.partition)] = None if error is None else str(error)
         return errors
