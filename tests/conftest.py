@@ -88,6 +88,9 @@ class NodeProcess:
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.data_dir),
+            # the balancer would move partitions under tests about something else; its own tests turn it on
+            "balancer.mode": "off",
+            "balancer.sampling.enable": "false",
             **self.settings,
         }
         args = [sys.executable, "-m", "odradek", "server", *self.extra_args]

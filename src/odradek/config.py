@@ -189,12 +189,30 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("schema.registry.listener", "string", "", "The schema registry's HTTP port, as http://host:port: Confluent Schema Registry's REST API (docs/schema-registry.md), stored in schema.registry.topic. Every node that has one answers reads; writes go to the node that leads the topic's partition. Port 0 takes a free port, named in the log. Empty: no registry on this node."),
     ConfigDef("schema.registry.topic", "string", "_schemas", "The compacted one-partition topic that holds the schema registry's schemas, configs and modes, in Confluent's record format (Confluent's kafkastore.topic)."),
     ConfigDef("schema.registry.topic.replication.factor", "int", 3, "Replicas of schema.registry.topic when the registry creates it, at most the number of nodes then in the cluster (Confluent's kafkastore.topic.replication.factor)."),
-    ConfigDef("balancer.sampling.enable", "boolean", False, "Sample this node's load for the partition balancer: every balancer.sample.interval.ms, its log dirs (capacity and use) and, per partition it hosts, the size on disk and (where it leads) the bytes and requests produced and fetched since the previous sample, published to the internal topic __balancer_samples (docs/balancer.md). Off by default until the balancer reads the samples: it adds a topic to the cluster and a client per node."),
+    ConfigDef("balancer.mode", "string", "continuous", "What the partition balancer does by itself (docs/balancer.md): off (only what operators ask for), node_add (a node that holds no replica gets its share), continuous (also: the replicas of a node unavailable longer than balancer.node.unavailable.timeout.ms are rebuilt on the others, and a log dir above balancer.disk.max.ratio sheds partitions; with fewer than 3 nodes it acts as node_add). The balancer runs on the node leading partition 0 of __balancer_execution; every broker should have the same balancer settings."),
+    ConfigDef("balancer.node.unavailable.timeout.ms", "long", 900000, "How long a node may be unavailable (fenced) before the balancer, in continuous mode, rebuilds its replicas on the other nodes so that every partition is back to its replication factor."),
+    ConfigDef("balancer.check.interval.ms", "long", 5000, "How often the balancer reads the load samples and its requests, steps the execution under way and, in node_add and continuous modes, checks whether to act by itself."),
+    ConfigDef("balancer.max.moves.per.node", "int", 5, "Replica moves in flight that add or remove a replica on one node (Cruise Control's num.concurrent.partition.movements.per.broker)."),
+    ConfigDef("balancer.max.moves.total", "int", 10, "Replica moves in flight in the whole cluster (Cruise Control's max.num.cluster.partition.movements)."),
+    ConfigDef("balancer.throttle.bytes.per.s", "long", 0, "The replication throttle the balancer sets on the nodes and topics its moves involve while they run (leader.replication.throttled.rate and follower.replication.throttled.rate, with the throttled replica lists), removed when they finish; 0: no throttle."),
+    ConfigDef("balancer.disk.max.ratio", "double", 0.85, "DiskCapacityGoal: no log dir may hold more than this share of its capacity; in continuous mode a fuller one sheds partitions."),
+    ConfigDef("balancer.network.inbound.max.ratio", "double", 0.80, "NetworkInboundCapacityGoal: a node's network in stays below this share of its capacity."),
+    ConfigDef("balancer.network.outbound.max.ratio", "double", 0.80, "NetworkOutboundCapacityGoal: a node's network out stays below this share of its capacity."),
+    ConfigDef("balancer.replica.count.balance.threshold", "double", 1.10, "ReplicaDistributionGoal: a node's replica count within [share x (2 - t), share x t]."),
+    ConfigDef("balancer.leader.replica.count.balance.threshold", "double", 1.10, "LeaderReplicaDistributionGoal: a node's leader count within [share x (2 - t), share x t]."),
+    ConfigDef("balancer.disk.balance.threshold", "double", 1.10, "DiskUsageDistributionGoal: a node's disk use, relative to capacity, within [share x (2 - t), share x t]."),
+    ConfigDef("balancer.network.inbound.balance.threshold", "double", 1.10, "NetworkInboundUsageDistributionGoal and LeaderBytesInDistributionGoal: network in within [share x (2 - t), share x t]."),
+    ConfigDef("balancer.network.outbound.balance.threshold", "double", 1.10, "NetworkOutboundUsageDistributionGoal: network out within [share x (2 - t), share x t]."),
+    ConfigDef("balancer.topic.replica.count.balance.threshold", "double", 3.00, "TopicReplicaDistributionGoal: each topic's replicas per node within [share x (2 - t), share x t], the gap to the share kept between the min and max gaps."),
+    ConfigDef("balancer.topic.replica.count.balance.min.gap", "int", 2, "TopicReplicaDistributionGoal: the bounds are at least this many replicas from a topic's share."),
+    ConfigDef("balancer.topic.replica.count.balance.max.gap", "int", 40, "TopicReplicaDistributionGoal: the bounds are at most this many replicas from a topic's share."),
+    ConfigDef("balancer.sampling.enable", "boolean", True, "Sample this node's load for the partition balancer: every balancer.sample.interval.ms, its log dirs (capacity and use) and, per partition it hosts, the size on disk and (where it leads) the bytes and requests produced and fetched since the previous sample, published to the internal topic __balancer_samples (docs/balancer.md)."),
     ConfigDef("balancer.sample.interval.ms", "long", 60000, "How often a node samples its load for the partition balancer (balancer.sampling.enable)."),
     ConfigDef("balancer.window.ms", "long", 3600000, "The window over which the partition balancer averages the sampled rates of a partition, so that a burst does not move data; __balancer_samples keeps twice this."),
 )
 
 BROKER_CONFIG_BY_NAME = {c.name: c for c in BROKER_CONFIGS}
+BALANCER_MODES = ("off", "node_add", "continuous")
 
 PER_IP_ZERO_NEEDS_OVERRIDES = ("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
                                "property is set.")
@@ -202,7 +220,12 @@ PER_IP_ZERO_NEEDS_OVERRIDES = ("max.connections.per.ip can be set to zero only i
 # The ranges Kafka's validators allow for its numeric broker settings: (at least, at most or None).
 RANGES: dict[str, tuple[int, int | None]] = {
     "background.threads": (1, None),
+    "balancer.check.interval.ms": (1, None),
+    "balancer.max.moves.per.node": (1, None),
+    "balancer.max.moves.total": (1, None),
+    "balancer.node.unavailable.timeout.ms": (1000, None),
     "balancer.sample.interval.ms": (1, None),
+    "balancer.throttle.bytes.per.s": (0, None),
     "balancer.window.ms": (1, None),
     "compression.lz4.level": (1, 17),
     "compression.zstd.level": (-131072, 22),
@@ -488,9 +511,21 @@ class BrokerConfig:
             parse_metrics_listener(self["metrics.listener"])
         if self["schema.registry.listener"]:
             parse_metrics_listener(self["schema.registry.listener"], "schema.registry.listener", "8081")
+        self._validate_balancer()
         for name in ("default.replication.factor", "message.max.bytes"):
             if self[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self[name]}")
+
+    def _validate_balancer(self) -> None:
+        if self["balancer.mode"] not in BALANCER_MODES:
+            raise ConfigError(f"balancer.mode: expected one of {', '.join(BALANCER_MODES)}, got {self['balancer.mode']!r}")
+        from odradek.balancer.goals import SETTING_NAMES, BalancerSettings
+        from odradek.balancer.model import BalancerError
+
+        try:
+            BalancerSettings.from_properties({name: str(self[name]) for name in SETTING_NAMES.values()})
+        except BalancerError as exc:
+            raise ConfigError(str(exc)) from None
 
     def security_protocols(self) -> dict[str, str]:
         """Listener name -> security protocol, of this node's listeners; a ConfigError for a listener without one."""

@@ -109,6 +109,17 @@ def test_a_move_serving_a_count_picks_small_partitions():
     assert [(m.topic, m.partition, m.bytes_moved) for m in proposal.replica_moves] == [("t", 1, GIB)]
 
 
+def test_small_partitions_held_on_every_node_do_not_use_up_the_search():
+    # Node 1's smallest replicas are of 60 partitions with a replica on every node (a three-node cluster's
+    # __consumer_offsets): none can move, and trying them must not end its turn before the crowded topic.
+    nodes = tuple(Node(i) for i in (1, 2, 3))
+    partitions = tuple(Partition("__consumer_offsets", i, (1, 2, 3), 1) for i in range(60))
+    partitions += tuple(Partition("crowded", i, (1,), 1, size_bytes=GIB) for i in range(16))
+    proposal = propose(ClusterModel(nodes, partitions), goals_by_name(["ReplicaDistributionGoal"]))
+    assert proposal.goal("ReplicaDistributionGoal").violation_after is None
+    assert {m.topic for m in proposal.replica_moves} == {"crowded"}
+
+
 def test_each_move_names_its_goal_and_bytes_moved_counts_replicas_added():
     model = synthetic_cluster(7, nodes=4, partitions=60, placement="skewed", empty_nodes=1)
     proposal = propose(model)

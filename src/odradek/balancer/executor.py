@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, KafkaException, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -129,44 +129,14 @@ class Executor:
             self._persist()
 
     def load(self) -> Execution | None:
-        """The execution persisted last, or None."""
-        consumer = Consumer({**self._config, "group.id": f"balancer-executor-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
-        try:
-            low, high = self._watermarks(consumer)
-            if high <= low:
-                return None
-            consumer.assign([TopicPartition(self.topic, 0, max(low, high - 1) if high > 0 else OFFSET_BEGINNING)])
-            value = None
-            deadline = time.monotonic() + REQUEST_TIMEOUT_S
-            while time.monotonic() < deadline:
-                message = consumer.poll(1.0)
-                if message is None:
-                    continue
-                if message.error():
-                    if message.error().code() == -191:  # _PARTITION_EOF
-                        break
-                    raise ExecutorError(f"reading {self.topic}: {message.error()}")
-                if message.key() == EXECUTION_KEY:
-                    value = message.value()
-                if message.offset() >= high - 1:
-                    break
-            else:
-                raise ExecutorError(f"reading {self.topic}: nothing within {REQUEST_TIMEOUT_S}s")
-            return None if value is None else Execution.from_json(value)
-        finally:
-            consumer.close()
+        """The execution persisted last, or None. The topic holds the balancer's control records too
+        (control.py), so it is read from its start."""
+        from odradek.balancer.control import ControlError, read_control
 
-    def _watermarks(self, consumer: Consumer) -> tuple[int, int]:
-        deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        while True:
-            try:
-                return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=REQUEST_TIMEOUT_S)
-            except KafkaException as exc:  # a leader moving, or metadata not there yet: retriable
-                if not exc.args[0].retriable() and exc.args[0].code() != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
-                        or time.monotonic() > deadline:
-                    raise ExecutorError(f"reading {self.topic}: {exc}") from None
-                time.sleep(0.2)
+        try:
+            return read_control(self._config, timeout_s=REQUEST_TIMEOUT_S).execution
+        except ControlError as exc:
+            raise ExecutorError(str(exc)) from None
 
     # -------------------------------------------------------------------------------------------------
     # Running
@@ -249,23 +219,7 @@ class Executor:
         return self.execution
 
     def _ensure_topic(self) -> None:
-        brokers = self._admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers
-        topic = NewTopic(self.topic, 1, replication_factor=min(3, len(brokers)),
-                         config={"cleanup.policy": "compact", "min.insync.replicas": "1"})
-        try:
-            self._admin.create_topics([topic])[self.topic].result(REQUEST_TIMEOUT_S)
-        except KafkaException as exc:
-            if exc.args[0].code() != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        while True:  # created at the controller; the brokers learn of it, and of its leader, a little later
-            found = self._admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics.get(self.topic)
-            if found is not None and found.error is None and 0 in found.partitions \
-                    and found.partitions[0].leader >= 0:
-                return
-            if time.monotonic() > deadline:
-                raise ExecutorError(f"{self.topic} has no leader after {REQUEST_TIMEOUT_S}s")
-            time.sleep(0.2)
+        ensure_execution_topic(self._admin, self.topic)
 
     def _persist(self) -> None:
         text = self._require().to_json()
@@ -368,6 +322,27 @@ class Executor:
         for batch in ([topics] if topics else []) + [[b] for b in brokers]:  # one broker per call (librdkafka)
             for future in self._admin.incremental_alter_configs(batch).values():
                 future.result(REQUEST_TIMEOUT_S)
+
+
+def ensure_execution_topic(admin: AdminClient, topic: str = EXECUTION_TOPIC) -> None:
+    """Create the compacted one-partition topic of the execution and the balancer's control records (replicated
+    on min(3, nodes)) unless it exists, and wait until it has a leader."""
+    brokers = admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers
+    new_topic = NewTopic(topic, 1, replication_factor=min(3, len(brokers)),
+                         config={"cleanup.policy": "compact", "min.insync.replicas": "1"})
+    try:
+        admin.create_topics([new_topic])[topic].result(REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:  # created at the controller; the brokers learn of it, and of its leader, a little later
+        found = admin.list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
+        if found is not None and found.error is None and 0 in found.partitions and found.partitions[0].leader >= 0:
+            return
+        if time.monotonic() > deadline:
+            raise ExecutorError(f"{topic} has no leader after {REQUEST_TIMEOUT_S}s")
+        time.sleep(0.2)
 
 
 async def _closed(connection: NodeConnection) -> None:

@@ -607,6 +607,8 @@ class _Search:
                     if load[n] + x > upper[n]:
                         break
                     fitting.append(n)
+                if all(p in state.node_partitions[n] for n in fitting):
+                    continue  # held wherever it would fit (RF3 on three nodes): no action tried, none counted
                 destination = self._move_to_first(p, source, fitting)
                 if destination is not None:
                     destinations.update(source, destination)

@@ -346,6 +346,12 @@ class Node:
             from odradek.balancer.sampler import LoadSampler
 
             self.sampler = LoadSampler(self)
+        # the partition balancer's service: active on the broker leading __balancer_execution (balancer/service.py)
+        self.balancer = None
+        if self.is_broker:
+            from odradek.balancer.service import BalancerService
+
+            self.balancer = BalancerService(self)
         # metrics.listener: the HTTP port (metrics/http.py), and request timings taken by the network servers
         self.metrics_server = None
         self.request_metrics = None
@@ -439,6 +445,8 @@ class Node:
         self._tasks.append(asyncio.create_task(self.links.run()))
         if self.sampler is not None:
             self._tasks.append(asyncio.create_task(self.sampler.run()))
+        if self.balancer is not None:
+            self._tasks.append(asyncio.create_task(self.balancer.run()))
         if self.config["log.cleaner.enable"]:
             self.cleaner = LogCleaner(self.log_manager, self._cleaner_config())
             self._cleaning = asyncio.create_task(self.cleaner.run(now_ms))
@@ -470,6 +478,8 @@ class Node:
         self.links.close()
         if self.sampler is not None:
             self.sampler.close()
+        if self.balancer is not None:
+            await asyncio.to_thread(self.balancer.close)
         if self._cleaning is not None:
             self.cleaner.stop()  # a cleaning under way in its thread gives up at its next batch
             self._cleaning.cancel()

@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("console").add_console_parser(commands, client)
     _module("sql").add_sql_parser(commands, client)
     _module("links").add_links_parser(commands, client, output)
+    _module("balancer").add_balancer_parser(commands, client, output)
     return parser
 
 

@@ -10,6 +10,7 @@ on its own against any cluster (Apache Kafka too). See docs/console.md.
     sampler.py   the recent history behind the charts: log end offsets and group lag sampled every few seconds
     node_metrics.py  the nodes' own byte counters behind the bytes/s charts, read from their /metrics
     links.py     the Links pages and the cluster links' REST API (links/admin.py does the work)
+    balancer.py  the Balancer page: the partition balancer's state, execution, results and load (balancer/admin.py)
     messages.py  the message browser: filters, JSON paths, how records are shown, paged bounded scans
     html.py      escaping by construction, layout, tables, pagers, forms and inline SVG charts
     session.py   signed session cookies, CSRF tokens and logins

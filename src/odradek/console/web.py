@@ -41,7 +41,7 @@ SECURITY_HEADERS = {
 }
 NAVIGATION = (("/", "Overview"), ("/topics", "Topics"), ("/schemas", "Schemas"), ("/groups", "Consumer groups"),
               ("/transactions", "Transactions"), ("/quorum", "Quorum"), ("/links", "Links"),
-              ("/security", "ACLs & users"))
+              ("/balancer", "Balancer"), ("/security", "ACLs & users"))
 CONSOLE_KEY: web.AppKey[Console] = web.AppKey("odradek_console")
 
 
@@ -350,7 +350,7 @@ async def asset(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application, console: Console) -> None:
-    from odradek.console import links, pages, schemas
+    from odradek.console import balancer, links, pages, schemas
 
     app[CONSOLE_KEY] = console
     e = console.endpoint
@@ -359,7 +359,7 @@ def add_routes(app: web.Application, console: Console) -> None:
     router.add_get("/login", e(login_form, public=True))
     router.add_post("/login", e(login_submit, public=True))
     router.add_post("/logout", e(logout, public=True))
-    for method, path, handler, kind in (*pages.ROUTES, *schemas.ROUTES, *links.ROUTES):
+    for method, path, handler, kind in (*pages.ROUTES, *schemas.ROUTES, *links.ROUTES, *balancer.ROUTES):
         router.add_route(method, path, e(handler, kind=kind))
 
     async def close(_: web.Application) -> None:

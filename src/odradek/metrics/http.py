@@ -1,4 +1,5 @@
-"""The node's HTTP port (metrics.listener): GET /metrics in Prometheus text format, and the web console.
+"""The node's HTTP port (metrics.listener): GET /metrics in Prometheus text format, Cruise Control's REST API
+(/kafkacruisecontrol/..., balancer/http_api.py), and the web console.
 
 An aiohttp application on the node's own event loop, started first and stopped first with the node. Its
 socket is bound here, so a port in use stops the node at start with one clear line. The web console adds its
@@ -11,6 +12,7 @@ import logging
 
 from aiohttp import web
 
+from odradek.balancer.http_api import add_balancer_api
 from odradek.config import parse_metrics_listener
 from odradek.console.web import add_console
 from odradek.metrics.node import NodeMetrics
@@ -36,10 +38,11 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 def build_app(node, metrics: NodeMetrics) -> web.Application:
-    """The HTTP application: /metrics, and the console's pages."""
+    """The HTTP application: /metrics, the balancer's Cruise Control API, and the console's pages."""
     app = web.Application()
     app[METRICS_KEY] = metrics
     app.router.add_get("/metrics", _metrics)
+    add_balancer_api(app, node)
     add_console(app, node)
     return app
 

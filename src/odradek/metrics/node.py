@@ -56,6 +56,7 @@ class NodeMetrics:
         registry.add_collector(self._transaction_coordinator)
         registry.add_collector(self.lag.collect)
         registry.add_collector(self._cluster_links)
+        registry.add_collector(self._balancer)
         registry.add_collector(lambda: process_families(self.start_time_s))
         registry.add_collector(lambda: disk_families(node.log_manager.log_dirs, set(node.log_manager.offline_dirs)))
 
@@ -121,6 +122,38 @@ class NodeMetrics:
             dropped.add((link, topic, str(index)), records_dropped)
         yield truncations
         yield dropped
+
+    def _balancer(self) -> Iterable[MetricFamily]:
+        service = getattr(self.node, "balancer", None)
+        if service is None:
+            return
+        prefix = "odradek_balancer_"
+        yield gauge_family(prefix + "active", "1 on the node running the partition balancer (it leads "
+                           "__balancer_execution), else 0.").add((), int(service.active))
+        yield gauge_family(prefix + "mode", "The balancer mode configured on this node (label mode), value 1.",
+                           ("mode",)).add((service.mode,), 1)
+        progress = service.progress
+        moves = gauge_family(prefix + "execution_moves", "Replica moves of the last execution this node ran, by "
+                             "state (total: all of them).", ("state",))
+        moved = gauge_family(prefix + "execution_bytes", "Bytes of the replica moves of the last execution this "
+                             "node ran: done, and total.", ("state",))
+        leadership = gauge_family(prefix + "execution_leadership_changes", "Leadership changes of the last "
+                                  "execution this node ran, by state (total: all of them).", ("state",))
+        if progress is not None:
+            moves.add(("done",), progress.moves_done).add(("in_flight",), progress.moves_in_flight).add(
+                ("failed",), progress.moves_failed).add(("total",), progress.moves_total)
+            moved.add(("done",), progress.bytes_done).add(("total",), progress.bytes_total)
+            leadership.add(("done",), progress.leadership_done).add(("failed",), progress.leadership_failed).add(
+                ("total",), progress.leadership_total)
+        yield moves
+        yield moved
+        yield leadership
+        yield counter_family(prefix + "requests_total", "Operators' requests (rebalance, add, remove, demote, "
+                             "stop, resume) this node's balancer handled.").add((), service.requests_handled)
+        yield counter_family(prefix + "requests_refused_total", "Of those, the requests it refused.").add(
+            (), service.requests_refused)
+        yield counter_family(prefix + "automatic_actions_total", "Executions this node's balancer started by "
+                             "itself (self-healing, new nodes, full disks).").add((), service.automatic_actions)
 
     def _replica_manager(self) -> Iterable[MetricFamily]:
         node = self.node

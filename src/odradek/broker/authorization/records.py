@@ -1,5 +1,6 @@
 """Authorization of the APIs that read and write partitions: Produce (WRITE on each topic, and WRITE on the
-transactional id of transactional records; ALTER on the cluster too for `__cluster_links`), Fetch (READ on each topic; CLUSTER_ACTION for a follower),
+transactional id of transactional records; ALTER on the cluster too for `__cluster_links` and
+`__balancer_execution`), Fetch (READ on each topic; CLUSTER_ACTION for a follower),
 ListOffsets and OffsetForLeaderEpoch (DESCRIBE on each topic; CLUSTER_ACTION covers every topic of the
 latter), DeleteRecords (DELETE on each topic) and DescribeProducers (READ on each topic)."""
 
@@ -16,6 +17,7 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 FIRST_TOPIC_ID_FETCH = 13
 FIRST_SESSION_FETCH = 7
 FIRST_REPLICA_STATE_FETCH = 15
+CLUSTER_ALTERING_TOPICS = (LINKS_TOPIC, "__balancer_execution")  # balancer/executor.py's EXECUTION_TOPIC
 
 
 def _split_topics(gate: Gate, operation: AclOperation, key: str = "topics", name_key: str = "name"):
@@ -40,11 +42,12 @@ def authorize_produce(gate: Gate) -> Answer | Proceed | None:
                 return Answer(None)
             return Answer(_produce_refusal(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     kept, refused = _split_topics(gate, AclOperation.WRITE, "topic_data")
-    if any(t["name"] == LINKS_TOPIC for t in kept) and not gate.access.cluster(AclOperation.ALTER):
-        # a link record steers what the nodes fetch, into which topics, and which ACLs they delete: managing
-        # links takes ALTER on the cluster (as Confluent's Cluster Linking asks), not just WRITE on the topic
-        refused += [t for t in kept if t["name"] == LINKS_TOPIC]
-        kept = [t for t in kept if t["name"] != LINKS_TOPIC]
+    if any(t["name"] in CLUSTER_ALTERING_TOPICS for t in kept) and not gate.access.cluster(AclOperation.ALTER):
+        # a link record steers what the nodes fetch, into which topics, and which ACLs they delete; a balancer
+        # request moves partitions: as Confluent's Cluster Linking and Kafka's reassignments ask, ALTER on the
+        # cluster, not just WRITE on the topic
+        refused += [t for t in kept if t["name"] in CLUSTER_ALTERING_TOPICS]
+        kept = [t for t in kept if t["name"] not in CLUSTER_ALTERING_TOPICS]
     if not refused:
         return None
     refused_topics = _produce_refusal({"topic_data": refused}, TOPIC_DENIED)["responses"]
