@@ -112,6 +112,43 @@ def test_replicated_batches_make_byte_identical_segments_producer_state_and_epoc
     assert follower.producer_state.check(retry) == (last.first_offset, last.last_offset, last.timestamp)
 
 
+def test_a_replica_added_by_a_reassignment_dedupes_retries_of_the_old_leaders_last_five_batches(tmp_path):
+    """The move [1] -> [1, 2] -> [2]: node 2 copies the log by fetching, then leads in a new leader epoch. A
+    producer's retries (old leader epoch, same producer epoch and sequences) of any of its last 5 batches get
+    their original offsets and write nothing; a batch that skips a sequence is OUT_OF_ORDER_SEQUENCE_NUMBER
+    and leaves the state as it was, so the skipped batch's retry is still a duplicate."""
+    leader = open_log(tmp_path / "leader" / "t-0", small_config())
+    sent, seq = [], 0
+    for i in range(40):
+        count = 1 + i % 3
+        batch = make_batch(count, tag=i, pid=0, epoch=0, seq=seq)
+        info = leader.append_as_leader(memoryview(batch), now_ms=NOW, leader_epoch=0)
+        leader.append_as_leader(memoryview(make_batch(1, tag=1000 + i)), now_ms=NOW, leader_epoch=0)  # others
+        sent.append((batch, info.first_offset, info.last_offset))
+        seq += count
+    follower = open_log(tmp_path / "follower" / "t-0", small_config())
+    replicate(leader, follower, max_bytes=700)
+    follower.leader_epochs.assign(1, follower.log_end_offset)  # it leads now (ReplicaManager._become_leader)
+    end, size = follower.log_end_offset, follower.size_in_bytes()
+    for batch, first, last in sent[-5:]:
+        again = follower.append_as_leader(memoryview(batch), now_ms=NOW, leader_epoch=1)
+        assert (again.first_offset, again.last_offset) == (first, last)
+    with pytest.raises(KafkaError) as exc:  # older than the window: as Kafka, out of order
+        follower.append_as_leader(memoryview(sent[-6][0]), now_ms=NOW, leader_epoch=1)
+    assert exc.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(KafkaError) as exc:  # a gap: the next batch sent before the retry of the one before it
+        follower.append_as_leader(memoryview(make_batch(2, tag=99, pid=0, epoch=0, seq=seq + 3)), now_ms=NOW,
+                                  leader_epoch=1)
+    assert exc.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    batch, first, last = sent[-1]
+    again = follower.append_as_leader(memoryview(batch), now_ms=NOW, leader_epoch=1)
+    assert (again.first_offset, again.last_offset) == (first, last)
+    assert (follower.log_end_offset, follower.size_in_bytes()) == (end, size)
+    # what the producer sends next continues its sequence
+    assert follower.append_as_leader(memoryview(make_batch(1, tag=98, pid=0, epoch=0, seq=seq)), now_ms=NOW,
+                                     leader_epoch=1).first_offset == end
+
+
 def test_batches_that_do_not_continue_the_log_are_refused_and_nothing_is_written(tmp_path):
     leader = leader_log(tmp_path / "leader" / "t-0")
     follower = open_log(tmp_path / "follower" / "t-0", small_config())

@@ -62,6 +62,7 @@ from odradek.balancer.sampler import SAMPLES_TOPIC, decode_sample
 log = logging.getLogger(__name__)
 
 HEARTBEAT_MS = 30_000  # the service state is written at least this often while active, so status shows it alive
+REEVALUATE_MS = 60_000  # continuous mode looks at an unchanged placement again this often (new load samples)
 CLIENT_TIMEOUT_S = 30.0
 
 
@@ -91,15 +92,24 @@ class BalancerService:
         self._topic_created = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking = threading.Lock()  # one tick, or one close, at a time
+        self._snapshot: tuple[int, ClusterMetadata] | None = None  # (metadata offset applied, the image then)
         self._closing = False
 
     def metadata_now(self) -> ClusterMetadata:
         """The metadata as the node holds it now, from the worker's thread (a tick's snapshot may be a tick old:
         a topic created just before a request would be missing from it)."""
         async def snapshot() -> ClusterMetadata:
-            return metadata_from_image(self.node.image)
+            return self._metadata()
 
         return asyncio.run_coroutine_threadsafe(snapshot(), self._loop).result(CLIENT_TIMEOUT_S)
+
+    def _metadata(self) -> ClusterMetadata:
+        """The image as plain data, made again only when the node has applied more of the metadata log (a walk
+        of every partition, on the event loop)."""
+        applied = self.node.quorum.applied
+        if self._snapshot is None or self._snapshot[0] != applied:
+            self._snapshot = (applied, metadata_from_image(self.node.image))
+        return self._snapshot[1]
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -133,7 +143,7 @@ class BalancerService:
         if self._worker is not None and self._worker.leader_epoch != partition.leader_epoch:
             # led elsewhere in between (A, B, then A again): what this worker holds may be stale; take over afresh
             await self._drop_worker()
-        metadata = metadata_from_image(image)
+        metadata = self._metadata()
         if self._worker is None:
             log.info("Partition balancer: running on this node (mode %s)", self.mode)
             self._worker = _Worker(self, partition.leader_epoch)
@@ -204,6 +214,11 @@ class _Worker:
         self.written_ms = 0
         self.nothing_to_do: str | None = None  # the trigger and placement whose proposal came out empty
         self.answered: set[str] = set()  # the ids of the requests that have a result
+        # continuous mode looks again when the metadata changed, a node's unavailability came due, or this long
+        # passed (new load samples: a log dir filling up)
+        self.evaluated_on: ClusterMetadata | None = None
+        self.due_seen: set[int] = set()
+        self.evaluated_ms = 0
 
     # a tick
 
@@ -359,6 +374,11 @@ class _Worker:
         if self.service.mode == "off":
             return
         metadata = self.service.metadata_now()
+        timeout = self.service.timeout_ms
+        due = {n for n, since in self.state.unavailable_since_ms.items() if now - since >= timeout}
+        if metadata is self.evaluated_on and due <= self.due_seen and now - self.evaluated_ms < REEVALUATE_MS:
+            return  # nothing new: the model (a walk of every partition) is not built every tick
+        self.evaluated_on, self.due_seen, self.evaluated_ms = metadata, due, now
         model = self._model(metadata, now)
         action = automatic_action(model, self.service.mode, self.settings, now, self.state.unavailable_since_ms,
                                   self.state.removed_nodes, self.service.timeout_ms)
