@@ -1,5 +1,6 @@
 """The balancer service on real clusters, driven as an operator drives it: `odradek balancer rebalance` spreads a
-topic crowded onto one node while an idempotent producer and a read_committed consumer run; continuous mode gives
+topic crowded onto one node while an idempotent producer (kafka-python) and a read_committed consumer
+(confluent-kafka) run; continuous mode gives
 a new node its share, `remove-nodes` drains a node before it is stopped, and a node killed for longer than
 balancer.node.unavailable.timeout.ms has its replicas rebuilt on the others; an execution goes on after the node
 running the balancer is killed mid-way."""
