@@ -301,7 +301,7 @@ def read_samples(client_properties: dict, monitor: LoadMonitor, timeout_s: float
 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     consumer = Consumer({**client_properties, "group.id": "odradek-balancer-load-monitor",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False})
     try:
         deadline = time.monotonic() + timeout_s
         low, high = consumer.get_watermark_offsets(TopicPartition(SAMPLES_TOPIC, 0), timeout=timeout_s)
@@ -322,8 +322,6 @@ def read_samples(client_properties: dict, monitor: LoadMonitor, timeout_s: float
             if message is None:
                 continue
             if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    break
                 raise KafkaException(message.error())
             position = message.offset() + 1
             sample = decode_sample(message.value())

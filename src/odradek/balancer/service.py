@@ -438,8 +438,6 @@ class _Worker:
             if message is None:
                 break
             if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    break
                 raise KafkaException(message.error())
             sample = decode_sample(message.value())
             if sample is not None:
