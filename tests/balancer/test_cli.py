@@ -63,3 +63,13 @@ def test_removing_the_only_node_or_an_unknown_node_is_refused(node_factory):
     proposal = json.loads(balancer(node, "proposal", "--json").stdout)
     assert proposal["operation"] == "rebalance" and proposal["replica_moves"] == []
     assert [load["node"] for load in proposal["loads"]] == [1]
+
+
+def test_a_proposal_before_any_load_sample_counts_every_partition_unsampled(node_factory):
+    node = node_factory({**BALANCER, "balancer.sampling.enable": "false"})  # no __balancer_samples topic
+    wait_for(lambda: json.loads(balancer(node, "status", "--json").stdout)["service"] is not None, 60,
+             "the balancer service")
+    proc = balancer(node, "proposal", "--json")
+    assert proc.returncode == 0, proc.stderr
+    coverage = json.loads(proc.stdout)["coverage"]
+    assert coverage["sampled"] == 0 and coverage["partitions"] >= 1, coverage

@@ -304,7 +304,13 @@ def read_samples(client_properties: dict, monitor: LoadMonitor, timeout_s: float
                          "enable.auto.commit": False})
     try:
         deadline = time.monotonic() + timeout_s
-        low, high = consumer.get_watermark_offsets(TopicPartition(SAMPLES_TOPIC, 0), timeout=timeout_s)
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(SAMPLES_TOPIC, 0), timeout=timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
+                                      KafkaError._UNKNOWN_PARTITION):
+                return 0  # no node has sampled yet
+            raise
         if high <= low:
             return 0
         (start,) = consumer.offsets_for_times([TopicPartition(SAMPLES_TOPIC, 0, now_ms - monitor.window_ms)],
