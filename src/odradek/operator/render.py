@@ -1,0 +1,318 @@
+"""The Kubernetes objects of an OdradekCluster: per node a ConfigMap, a PVC and a Pod, and the cluster's Services,
+PodDisruptionBudget and ServiceAccount, as plain dicts in a fixed order (no owner references: the caller adopts)."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from odradek.operator.cluster_spec import (
+    CONTROLLER_PORT,
+    REPLICATION_PORT,
+    ClusterSpec,
+    Listener,
+    NodePool,
+)
+from odradek.operator.image import CONFIG_PATH, DATA_PATH, NODE_COMMAND
+
+CONFIG_KEY = "server.properties"
+CONFIG_HASH_ANNOTATION = "odradek.io/config-hash"
+DELETE_CLAIM_ANNOTATION = "odradek.io/delete-claim"
+CLUSTER_LABEL = "odradek.io/cluster"
+POOL_LABEL = "odradek.io/pool"
+NODE_ID_LABEL = "odradek.io/node-id"
+BROKER_ROLE_LABEL = "odradek.io/broker-role"
+CONTROLLER_ROLE_LABEL = "odradek.io/controller-role"
+NODE_UID = 1000
+TERMINATION_GRACE_SECONDS = 120
+_SERVICE_TYPES = {"nodeport": "NodePort", "loadbalancer": "LoadBalancer"}
+
+# (node id, listener name) -> (host, port) clients outside Kubernetes reach that broker's listener at
+ExternalAddresses = Mapping[tuple[int, str], tuple[str, int]]
+
+_REPLICATION_COMMENT = (
+    "# REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are PLAINTEXT for now: TLS between\n"
+    "# nodes needs a certificate for every node from a cluster CA, which the operator does not issue yet.\n"
+    "# Only pods of this cluster should reach ports 9090 and 9091 (a NetworkPolicy can see to it).\n")
+
+
+@dataclass(frozen=True)
+class Node:
+    pool: NodePool
+    node_id: int
+    name: str  # the Pod's name, <cluster>-<pool>-<id>
+
+
+def pod_name(cluster: str, pool: str, node_id: int) -> str:
+    return f"{cluster}-{pool}-{node_id}"
+
+
+def headless_service_name(cluster: str) -> str:
+    return f"{cluster}-nodes"
+
+
+def bootstrap_service_name(cluster: str, listener: str | None = None) -> str:
+    """The ClusterIP bootstrap Service, or the bootstrap Service of a nodeport or loadbalancer listener."""
+    return f"{cluster}-{listener}-bootstrap" if listener else f"{cluster}-bootstrap"
+
+
+def node_address(cluster: str, namespace: str, pod: str) -> str:
+    """A node's stable DNS name, through the headless Service (the pod's hostname and subdomain)."""
+    return f"{pod}.{headless_service_name(cluster)}.{namespace}.svc"
+
+
+def config_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def nodes(spec: ClusterSpec, node_ids: Mapping[str, list[int]]) -> list[Node]:
+    """The cluster's nodes, pool by pool in spec order and by id within a pool; a ValueError when `node_ids`
+    (from assign_node_ids) does not give every pool exactly its replicas, or gives an id twice."""
+    found: list[Node] = []
+    for pool in spec.node_pools:
+        ids = sorted(node_ids.get(pool.name, ()))
+        if len(ids) != pool.replicas:
+            raise ValueError(f"node pool {pool.name} has {pool.replicas} replicas but node ids {ids}")
+        found += [Node(pool, node_id, pod_name(spec.name, pool.name, node_id)) for node_id in ids]
+    every_id = [node.node_id for node in found]
+    if len(set(every_id)) != len(every_id):
+        raise ValueError(f"a node id is given to two nodes: {sorted(every_id)}")
+    return found
+
+
+def quorum_voters(spec: ClusterSpec, cluster_nodes: list[Node], namespace: str) -> str:
+    return ",".join(f"{node.node_id}@{node_address(spec.name, namespace, node.name)}:{CONTROLLER_PORT}"
+                    for node in sorted(cluster_nodes, key=lambda node: node.node_id) if node.pool.is_controller)
+
+
+def server_properties(spec: ClusterSpec, node: Node, cluster_nodes: list[Node], namespace: str,
+                      external_addresses: ExternalAddresses | None = None) -> str:
+    """The node's server.properties: the operator's settings, then spec.config, then its pool's config (later
+    ones win), keys sorted so that equal settings give equal text (and an equal config hash)."""
+    pool = node.pool
+    address = node_address(spec.name, namespace, node.name)
+    listeners = []
+    settings = {
+        "node.id": str(node.node_id),
+        "process.roles": pool.process_roles,
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": quorum_voters(spec, cluster_nodes, namespace),
+        "listener.security.protocol.map": ",".join(
+            ["CONTROLLER:PLAINTEXT", "REPLICATION:PLAINTEXT"]
+            + [f"{listener.listener_name}:{listener.security_protocol}" for listener in spec.listeners]),
+        "log.dirs": DATA_PATH,
+        "balancer.mode": spec.balancer_mode,
+    }
+    if pool.is_controller:
+        listeners.append(f"CONTROLLER://:{CONTROLLER_PORT}")
+    if pool.is_broker:
+        listeners.append(f"REPLICATION://:{REPLICATION_PORT}")
+        listeners += [f"{listener.listener_name}://:{listener.port}" for listener in spec.listeners]
+        advertised = [f"REPLICATION://{address}:{REPLICATION_PORT}"]
+        for listener in spec.listeners:
+            host, port = (external_addresses or {}).get((node.node_id, listener.name), (address, listener.port))
+            advertised.append(f"{listener.listener_name}://{host}:{port}")
+        settings["advertised.listeners"] = ",".join(advertised)
+        # a controller-only node has no REPLICATION listener, and Odradek refuses an inter-broker listener it lacks
+        settings["inter.broker.listener.name"] = "REPLICATION"
+        for listener in spec.listeners:
+            prefix = f"listener.name.{listener.name}."
+            if listener.authentication == "scram-sha-512":
+                settings[prefix + "sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+            elif listener.authentication == "tls":
+                settings[prefix + "ssl.client.auth"] = "required"
+    settings["listeners"] = ",".join(listeners)
+    if spec.metrics.enabled:
+        settings["metrics.listener"] = f"http://0.0.0.0:{spec.metrics.port}"
+    settings.update(spec.config)
+    settings.update(pool.config)
+    header = (f"# Node {node.node_id} (pool {pool.name}) of OdradekCluster {spec.name}, written by the Odradek "
+              "operator:\n# edit the OdradekCluster, not this file.\n")
+    return header + _REPLICATION_COMMENT + "".join(f"{key}={settings[key]}\n" for key in sorted(settings))
+
+
+def render(spec: ClusterSpec, node_ids: Mapping[str, list[int]], cluster_id: str, namespace: str,
+           external_addresses: ExternalAddresses | None = None) -> list[dict]:
+    """Every Kubernetes object of the cluster: the cluster-wide ones first (ServiceAccount, Services,
+    PodDisruptionBudget), then per node its ConfigMap, PVC, Pod and external Services. `external_addresses`
+    are the addresses of nodeport and loadbalancer listeners once their Services have them; until then a
+    broker advertises its pod's DNS name there."""
+    cluster_nodes = nodes(spec, node_ids)
+    objects = [_service_account(spec, namespace), _headless_service(spec, namespace)]
+    if any(listener.type == "internal" for listener in spec.listeners):
+        objects.append(_bootstrap_service(spec, namespace, None))
+    objects += [_bootstrap_service(spec, namespace, listener) for listener in spec.listeners if listener.is_external]
+    objects.append(_pod_disruption_budget(spec, namespace))
+    for node in cluster_nodes:
+        text = server_properties(spec, node, cluster_nodes, namespace, external_addresses)
+        objects += [_config_map(spec, node, namespace, text), _claim(spec, node, namespace),
+                    _pod(spec, node, namespace, cluster_id, text)]
+        if node.pool.is_broker:
+            objects += [_broker_service(spec, node, namespace, listener)
+                        for listener in spec.listeners if listener.is_external]
+    return objects
+
+
+def cluster_labels(spec: ClusterSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "odradek", "app.kubernetes.io/instance": spec.name,
+            "app.kubernetes.io/managed-by": "odradek-operator", CLUSTER_LABEL: spec.name}
+
+
+def _node_labels(spec: ClusterSpec, node: Node) -> dict[str, str]:
+    return cluster_labels(spec) | {POOL_LABEL: node.pool.name, NODE_ID_LABEL: str(node.node_id)}
+
+
+def _selector(spec: ClusterSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "odradek", CLUSTER_LABEL: spec.name}
+
+
+def _brokers_selector(spec: ClusterSpec) -> dict[str, str]:
+    return _selector(spec) | {BROKER_ROLE_LABEL: "true"}
+
+
+def _metadata(name: str, namespace: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+    metadata = {"name": name, "namespace": namespace, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def _port_name(listener: Listener | str) -> str:
+    """An IANA service name (at most 15 characters, with a letter): tcp-<listener>."""
+    return f"tcp-{listener.name if isinstance(listener, Listener) else listener}"
+
+
+def _service_port(name: str, port: int) -> dict:
+    return {"name": name, "port": port, "targetPort": port, "protocol": "TCP"}
+
+
+def _service_account(spec: ClusterSpec, namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _metadata(f"{spec.name}-node", namespace, cluster_labels(spec))}
+
+
+def _headless_service(spec: ClusterSpec, namespace: str) -> dict:
+    ports = [_service_port(_port_name("controller"), CONTROLLER_PORT),
+             _service_port(_port_name("replication"), REPLICATION_PORT)]
+    ports += [_service_port(_port_name(listener), listener.port) for listener in spec.listeners]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _metadata(headless_service_name(spec.name), namespace, cluster_labels(spec)),
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": _selector(spec),
+                     "ports": ports}}
+
+
+def _bootstrap_service(spec: ClusterSpec, namespace: str, listener: Listener | None) -> dict:
+    if listener is None:
+        kind = "ClusterIP"
+        ports = [_service_port(_port_name(each), each.port) for each in spec.listeners if each.type == "internal"]
+    else:
+        kind = _SERVICE_TYPES[listener.type]
+        ports = [_service_port(_port_name(listener), listener.port)]
+    name = bootstrap_service_name(spec.name, listener.name if listener else None)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(name, namespace, cluster_labels(spec)),
+            "spec": {"type": kind, "selector": _brokers_selector(spec), "ports": ports}}
+
+
+def _broker_service(spec: ClusterSpec, node: Node, namespace: str, listener: Listener) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _metadata(f"{node.name}-{listener.name}", namespace, _node_labels(spec, node)),
+            "spec": {"type": _SERVICE_TYPES[listener.type],
+                     "selector": _selector(spec) | {NODE_ID_LABEL: str(node.node_id)},
+                     "ports": [_service_port(_port_name(listener), listener.port)]}}
+
+
+def _pod_disruption_budget(spec: ClusterSpec, namespace: str) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _metadata(f"{spec.name}-pdb", namespace, cluster_labels(spec)),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(spec)}}}
+
+
+def _config_map(spec: ClusterSpec, node: Node, namespace: str, text: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _metadata(f"{node.name}-config", namespace, _node_labels(spec, node)),
+            "data": {CONFIG_KEY: text}}
+
+
+def _claim(spec: ClusterSpec, node: Node, namespace: str) -> dict:
+    storage = node.pool.storage
+    claim_spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+    if storage.storage_class:
+        claim_spec["storageClassName"] = storage.storage_class
+    annotations = {DELETE_CLAIM_ANNOTATION: "true" if storage.delete_claim else "false"}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _metadata(f"data-{node.name}", namespace, _node_labels(spec, node), annotations),
+            "spec": claim_spec}
+
+
+def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: str) -> dict:
+    pool = node.pool
+    config_dir = posixpath.dirname(CONFIG_PATH)
+    # The claim is mounted above the log dir: a fresh volume's lost+found stays out of log.dirs.
+    data_dir = posixpath.dirname(DATA_PATH)
+    mounts = [{"name": "config", "mountPath": config_dir, "readOnly": True},
+              {"name": "data", "mountPath": data_dir}]
+    container_security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    ports = []
+    if pool.is_controller:
+        ports.append({"name": _port_name("controller"), "containerPort": CONTROLLER_PORT, "protocol": "TCP"})
+    if pool.is_broker:
+        ports.append({"name": _port_name("replication"), "containerPort": REPLICATION_PORT, "protocol": "TCP"})
+        ports += [{"name": _port_name(listener), "containerPort": listener.port, "protocol": "TCP"}
+                  for listener in spec.listeners]
+    if spec.metrics.enabled:
+        ports.append({"name": "http-metrics", "containerPort": spec.metrics.port, "protocol": "TCP"})
+    ready_port = spec.listeners[0].port if pool.is_broker else CONTROLLER_PORT
+    container = {
+        "name": "odradek",
+        "image": spec.image,
+        "command": list(NODE_COMMAND),
+        "ports": ports,
+        "volumeMounts": mounts,
+        "readinessProbe": {"tcpSocket": {"port": ready_port}, "initialDelaySeconds": 5, "periodSeconds": 10},
+        "securityContext": container_security,
+    }
+    if spec.rack_topology_key:
+        # broker.rack is the label spec.rack.topologyKey of this Kubernetes node, read at run time
+        container["env"] = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if pool.resources:
+        container["resources"] = {kind: dict(amounts) for kind, amounts in pool.resources.items()}
+    format_storage = {
+        "name": "format-storage",
+        "image": spec.image,
+        "command": [NODE_COMMAND[0], "storage", "format", "--cluster-id", cluster_id, "--config", CONFIG_PATH,
+                    "--ignore-formatted"],
+        "volumeMounts": mounts,
+        "securityContext": container_security,
+    }
+    if pool.resources:
+        format_storage["resources"] = container["resources"]
+    annotations = {CONFIG_HASH_ANNOTATION: config_hash(text)}
+    labels = _node_labels(spec, node) | {BROKER_ROLE_LABEL: _flag(pool.is_broker),
+                                         CONTROLLER_ROLE_LABEL: _flag(pool.is_controller)}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": _metadata(node.name, namespace, labels, annotations),
+        "spec": {
+            "hostname": node.name,
+            "subdomain": headless_service_name(spec.name),
+            "serviceAccountName": f"{spec.name}-node",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": NODE_UID, "runAsGroup": NODE_UID,
+                                "fsGroup": NODE_UID},
+            "initContainers": [format_storage],
+            "containers": [container],
+            "volumes": [
+                {"name": "config", "configMap": {"name": f"{node.name}-config",
+                                                 "items": [{"key": CONFIG_KEY,
+                                                            "path": posixpath.basename(CONFIG_PATH)}]}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{node.name}"}},
+            ],
+        },
+    }
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"

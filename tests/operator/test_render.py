@@ -1,0 +1,393 @@
+"""The operator's sans-I/O core for an OdradekCluster: the resource parsed and checked, node ids kept stable, and
+the rendered Kubernetes objects valid for Kubernetes 1.30 and their server.properties valid for Odradek."""
+
+import copy
+import hashlib
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from odradek.config import BrokerConfig, parse_properties
+from odradek.operator.cluster_spec import SpecError, assign_node_ids, parse_cluster
+from odradek.operator.image import DATA_PATH, NODE_COMMAND, image
+from odradek.operator.render import CONFIG_HASH_ANNOTATION, render
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+NAMESPACE = "streaming"
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "cluster.yaml"
+
+COMBINED = yaml.safe_load("""
+apiVersion: odradek.io/v1beta1
+kind: OdradekCluster
+metadata: {name: small}
+spec:
+  nodePools:
+    - name: nodes
+      replicas: 3
+      roles: [broker, controller]
+      storage: {size: 10Gi}
+  listeners:
+    - {name: plain, port: 9092, type: internal}
+""")
+
+DEDICATED = yaml.safe_load("""
+apiVersion: odradek.io/v1beta1
+kind: OdradekCluster
+metadata: {name: big}
+spec:
+  image: registry.example.com/odradek:1.2.3
+  nodePools:
+    - name: controllers
+      replicas: 3
+      roles: [controller]
+      storage: {size: 5Gi, class: fast}
+    - name: east
+      replicas: 2
+      roles: [broker]
+      storage: {size: 100Gi, class: standard, deleteClaim: true}
+      resources: {requests: {cpu: 500m, memory: 2Gi}, limits: {cpu: "2", memory: 4Gi}}
+      config: {num.io.threads: "16"}
+    - name: west
+      replicas: 2
+      roles: [broker]
+      storage: {size: 100Gi}
+  listeners:
+    - {name: plain, port: 9092, type: internal}
+    - {name: tls, port: 9093, type: internal, tls: true, authentication: {type: tls}}
+    - {name: scram, port: 9094, type: internal, tls: true, authentication: {type: scram-sha-512}}
+    - {name: external, port: 9095, type: loadbalancer, tls: true, authentication: {type: scram-sha-512}}
+    - {name: nodes, port: 9096, type: nodeport, authentication: {type: scram-sha-512}}
+  config:
+    default.replication.factor: "3"
+    min.insync.replicas: "2"
+    auto.create.topics.enable: "false"
+  rack: {topologyKey: topology.kubernetes.io/zone}
+  metrics: {port: 9700}
+  balancer: {mode: node_add}
+""")
+
+
+def rendered(resource, previous=None):
+    spec = parse_cluster(resource)
+    node_ids = assign_node_ids(spec, previous or {})
+    return spec, node_ids, render(spec, node_ids, CLUSTER_ID, NAMESPACE)
+
+
+def of_kind(objects, kind):
+    return {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == kind}
+
+
+def properties(objects, pod):
+    return parse_properties(of_kind(objects, "ConfigMap")[f"{pod}-config"]["data"]["server.properties"])
+
+
+def test_a_combined_cluster_parses_with_defaults():
+    spec = parse_cluster(COMBINED)
+    assert spec.name == "small" and spec.image == image()
+    (pool,) = spec.node_pools
+    assert (pool.replicas, pool.roles, pool.is_broker, pool.is_controller) == (3, ("broker", "controller"), True, True)
+    assert pool.storage.size == "10Gi" and pool.storage.storage_class is None and not pool.storage.delete_claim
+    (listener,) = spec.listeners
+    assert (listener.listener_name, listener.security_protocol, listener.tls) == ("PLAIN", "PLAINTEXT", False)
+    assert spec.metrics.enabled and spec.metrics.port == 9644
+    assert spec.balancer_mode == "continuous" and spec.rack_topology_key is None and not spec.config
+    assert assign_node_ids(spec, {}) == {"nodes": [0, 1, 2]}
+    # the CRD asks for strings; numbers and booleans written unquoted still read as Kafka writes them
+    typed = changed(COMBINED, lambda s: s.update(config={"num.partitions": 6, "log.cleaner.enable": True}))
+    assert parse_cluster(typed).config == {"num.partitions": "6", "log.cleaner.enable": "true"}
+
+
+def test_a_cluster_of_dedicated_controllers_and_two_broker_pools_parses():
+    spec = parse_cluster(DEDICATED)
+    assert spec.image == "registry.example.com/odradek:1.2.3"
+    assert [(p.name, p.process_roles) for p in spec.node_pools] == [
+        ("controllers", "controller"), ("east", "broker"), ("west", "broker")]
+    assert spec.pool("east").resources["limits"]["cpu"] == "2"
+    assert spec.pool("east").storage.delete_claim and spec.pool("controllers").storage.storage_class == "fast"
+    assert [listener.security_protocol for listener in spec.listeners] == [
+        "PLAINTEXT", "SSL", "SASL_SSL", "SASL_SSL", "SASL_PLAINTEXT"]
+    assert spec.config == {"default.replication.factor": "3", "min.insync.replicas": "2",
+                           "auto.create.topics.enable": "false"}
+    assert spec.rack_topology_key == "topology.kubernetes.io/zone"
+    assert (spec.metrics.port, spec.balancer_mode) == (9700, "node_add")
+    assert assign_node_ids(spec, {}) == {"controllers": [0, 1, 2], "east": [3, 4], "west": [5, 6]}
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="deploy/examples/cluster.yaml is not there")
+def test_the_example_cluster_renders_objects_valid_for_kubernetes_and_odradek(tmp_path):
+    clusters = [r for r in yaml.safe_load_all(EXAMPLE.read_text()) if r and r.get("kind") == "OdradekCluster"]
+    assert clusters
+    for resource in clusters:
+        _, _, objects = rendered(resource)
+        for obj in objects:
+            kubernetes_validate.validate(obj, "1.30", strict=True)
+        for name in of_kind(objects, "Pod"):
+            BrokerConfig(properties(objects, name) | {"log.dirs": str(tmp_path / name)})
+
+
+def scaled(resource, **replicas):
+    resource = copy.deepcopy(resource)
+    for pool in resource["spec"]["nodePools"]:
+        pool["replicas"] = replicas.get(pool["name"], pool["replicas"])
+    return parse_cluster(resource)
+
+
+def test_node_ids_survive_scaling_and_a_new_pool_never_reuses_an_id():
+    ids = assign_node_ids(parse_cluster(DEDICATED), {})
+    assert ids == {"controllers": [0, 1, 2], "east": [3, 4], "west": [5, 6]}
+    # east grows: its new ids come after the highest id anywhere, not after its own
+    ids = assign_node_ids(scaled(DEDICATED, east=4), ids)
+    assert ids == {"controllers": [0, 1, 2], "east": [3, 4, 7, 8], "west": [5, 6]}
+    # east shrinks: its highest ids go, the others keep theirs
+    ids = assign_node_ids(scaled(DEDICATED, east=1), ids)
+    assert ids == {"controllers": [0, 1, 2], "east": [3], "west": [5, 6]}
+    # a new pool starts above every id in use, and the same input always gives the same ids
+    grown = copy.deepcopy(DEDICATED)
+    grown["spec"]["nodePools"][1]["replicas"] = 1
+    grown["spec"]["nodePools"].append({"name": "north", "replicas": 2, "roles": ["broker"],
+                                       "storage": {"size": "1Gi"}})
+    assert assign_node_ids(parse_cluster(grown), ids) == {
+        "controllers": [0, 1, 2], "east": [3], "west": [5, 6], "north": [7, 8]}
+    assert assign_node_ids(parse_cluster(grown), ids) == assign_node_ids(parse_cluster(grown), dict(ids))
+    # ids of a pool that shrinks in the same step stay taken: another pool's new nodes never get them
+    both = copy.deepcopy(grown)
+    both["spec"]["nodePools"][2]["replicas"] = 0
+    previous = {"controllers": [0, 1, 2], "east": [3], "west": [5, 6]}
+    assert assign_node_ids(parse_cluster(both), previous) == {
+        "controllers": [0, 1, 2], "east": [3], "west": [], "north": [7, 8]}
+    # the ids a pool keeps are never changed, whatever the order they are stored in
+    assert assign_node_ids(scaled(DEDICATED), {"controllers": [2, 0, 1], "east": [4, 3], "west": [6, 5]}) == {
+        "controllers": [0, 1, 2], "east": [3, 4], "west": [5, 6]}
+
+
+def test_node_ids_given_to_two_pools_are_refused():
+    with pytest.raises(SpecError, match="node id 3 is in pools east and west"):
+        assign_node_ids(parse_cluster(DEDICATED), {"controllers": [0, 1, 2], "east": [3, 4], "west": [3, 5]})
+
+
+def changed(resource, edit):
+    resource = copy.deepcopy(resource)
+    edit(resource["spec"])
+    return resource
+
+
+REFUSED = [
+    ("a pool named twice", lambda s: s["nodePools"].append(dict(s["nodePools"][1])),
+     r"spec.nodePools\[3\].name: node pool east is named twice"),
+    ("a listener named twice", lambda s: s["listeners"].append({"name": "plain", "port": 9099, "type": "internal"}),
+     r"spec.listeners\[5\].name: listener plain is named twice"),
+    ("two listeners on one port", lambda s: s["listeners"].append({"name": "more", "port": 9093, "type": "internal"}),
+     r"spec.listeners\[5\].port: 9093 is also the port of listener tls"),
+    ("no controller pool", lambda s: s["nodePools"].pop(0),
+     "spec.nodePools: no node pool has the controller role"),
+    ("zero controllers", lambda s: s["nodePools"][0].update(replicas=0),
+     r"spec.nodePools: the controller pools \(controllers\) have 0 replicas; a cluster needs at least one "
+     "controller"),
+    ("no broker pool", lambda s: s.update(nodePools=s["nodePools"][:1]),
+     "spec.nodePools: no node pool has the broker role"),
+    ("zero brokers", lambda s: [pool.update(replicas=0) for pool in s["nodePools"][1:]],
+     r"spec.nodePools: the broker pools \(east, west\) have 0 replicas; a cluster needs at least one broker"),
+    ("the controller port", lambda s: s["listeners"][0].update(port=9090),
+     r"spec.listeners\[0\].port: 9090 is reserved for the controller listener"),
+    ("the replication port", lambda s: s["listeners"][0].update(port=9091),
+     r"spec.listeners\[0\].port: 9091 is reserved for the replication listener"),
+    ("the metrics port", lambda s: s["listeners"][0].update(port=9700),
+     r"spec.listeners\[0\].port: 9700 is the metrics port"),
+    ("metrics on the controller port", lambda s: s["metrics"].update(port=9090),
+     "spec.metrics.port: 9090 is reserved for the controller listener"),
+    ("client certificates without tls", lambda s: s["listeners"][0].update(authentication={"type": "tls"}),
+     r"spec.listeners\[0\].authentication.type: tls \(client certificates\) needs tls: true"),
+    ("a listener named as the operator's own", lambda s: s["listeners"][0].update(name="replication"),
+     r"spec.listeners\[0\].name: replication is the name of the operator's own listener"),
+    ("an ingress listener", lambda s: s["listeners"][0].update(type="ingress"),
+     r"spec.listeners\[0\].type: ingress listeners are not supported yet"),
+    ("a name too long for a Service", lambda s: s["nodePools"][1].update(name="e" * 45),
+     r"spec.nodePools\[1\].name: big-e{45}-<node id>-<listener> can be 64 characters, more than 63"),
+]
+OWNED = ["listeners", "node.id", "process.roles", "controller.quorum.voters", "log.dirs", "broker.rack",
+         "metrics.listener", "advertised.listeners", "inter.broker.listener.name", "balancer.mode"]
+
+
+@pytest.mark.parametrize(("edit", "message"), [(edit, message) for _, edit, message in REFUSED],
+                         ids=[case for case, _, _ in REFUSED])
+def test_a_cluster_the_operator_cannot_run_is_refused_with_one_line(edit, message):
+    with pytest.raises(SpecError, match=message) as refused:
+        parse_cluster(changed(DEDICATED, edit))
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("key", OWNED)
+def test_settings_the_operator_owns_are_refused_in_cluster_and_pool_config(key):
+    with pytest.raises(SpecError, match=rf"^spec.config.{key}: the operator sets {key} itself$"):
+        parse_cluster(changed(DEDICATED, lambda s: s["config"].update({key: "x"})))
+    with pytest.raises(SpecError, match=rf"^spec.nodePools\[1\].config.{key}: the operator sets {key} itself$"):
+        parse_cluster(changed(DEDICATED, lambda s: s["nodePools"][1]["config"].update({key: "x"})))
+
+
+@pytest.mark.parametrize("resource", [COMBINED, DEDICATED], ids=["combined", "dedicated"])
+def test_every_node_config_is_accepted_by_odradek(resource, tmp_path):
+    spec, node_ids, objects = rendered(resource)
+    pods = of_kind(objects, "Pod")
+    assert len(pods) == sum(len(ids) for ids in node_ids.values())
+    for name in pods:
+        props = properties(objects, name)
+        assert props["log.dirs"] == DATA_PATH
+        config = BrokerConfig(props | {"log.dirs": str(tmp_path / name)})
+        pool = spec.pool(pods[name]["metadata"]["labels"]["odradek.io/pool"])
+        assert config.node_id == int(pods[name]["metadata"]["labels"]["odradek.io/node-id"])
+        assert config.process_roles == set(pool.roles)
+        assert set(config.quorum_voters) == {i for p in spec.node_pools if p.is_controller for i in node_ids[p.name]}
+        if pool.is_broker:
+            assert config.inter_broker_listener == "REPLICATION"
+            assert [listener.name for listener in config.listeners] == \
+                ["REPLICATION"] + [listener.listener_name for listener in spec.listeners]
+            assert config.security_protocols()["REPLICATION"] == "PLAINTEXT"
+            assert {listener.host for listener in config.advertised_listeners} == \
+                {f"{name}.{spec.name}-nodes.{NAMESPACE}.svc"}
+        if pool.is_controller:
+            assert [(listener.name, listener.port) for listener in config.controller_listeners] == \
+                [("CONTROLLER", 9090)]
+
+
+def test_server_properties_of_a_broker_of_the_dedicated_cluster():
+    _, _, objects = rendered(DEDICATED)
+    text = of_kind(objects, "ConfigMap")["big-east-3-config"]["data"]["server.properties"]
+    assert "REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are PLAINTEXT for now" in text
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines == sorted(lines)
+    props = parse_properties(text)
+    dns = "big-east-3.big-nodes.streaming.svc"
+    assert props["listeners"] == ("REPLICATION://:9091,PLAIN://:9092,TLS://:9093,SCRAM://:9094,EXTERNAL://:9095,"
+                                  "NODES://:9096")
+    assert props["advertised.listeners"] == (f"REPLICATION://{dns}:9091,PLAIN://{dns}:9092,TLS://{dns}:9093,"
+                                             f"SCRAM://{dns}:9094,EXTERNAL://{dns}:9095,NODES://{dns}:9096")
+    assert props["listener.security.protocol.map"] == (
+        "CONTROLLER:PLAINTEXT,REPLICATION:PLAINTEXT,PLAIN:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL,EXTERNAL:SASL_SSL,"
+        "NODES:SASL_PLAINTEXT")
+    assert props["controller.quorum.voters"] == ",".join(
+        f"{i}@big-controllers-{i}.big-nodes.streaming.svc:9090" for i in range(3))
+    assert props["listener.name.scram.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["listener.name.nodes.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["listener.name.tls.ssl.client.auth"] == "required"
+    assert props["metrics.listener"] == "http://0.0.0.0:9700"
+    assert props["balancer.mode"] == "node_add"
+    assert (props["num.io.threads"], props["min.insync.replicas"]) == ("16", "2")
+    assert "broker.rack" not in props
+    west = properties(objects, "big-west-5")
+    assert "num.io.threads" not in west  # pool config stays in its pool
+    controller = properties(objects, "big-controllers-0")
+    assert controller["listeners"] == "CONTROLLER://:9090" and controller["process.roles"] == "controller"
+    assert "advertised.listeners" not in controller and "inter.broker.listener.name" not in controller
+
+
+def test_external_addresses_are_advertised_once_known():
+    spec = parse_cluster(DEDICATED)
+    node_ids = assign_node_ids(spec, {})
+    objects = render(spec, node_ids, CLUSTER_ID, NAMESPACE,
+                     external_addresses={(3, "external"): ("203.0.113.7", 9095), (3, "nodes"): ("10.0.0.5", 31234)})
+    advertised = properties(objects, "big-east-3")["advertised.listeners"]
+    assert "EXTERNAL://203.0.113.7:9095" in advertised and "NODES://10.0.0.5:31234" in advertised
+
+
+@pytest.mark.parametrize("resource", [COMBINED, DEDICATED], ids=["combined", "dedicated"])
+def test_every_object_is_valid_for_kubernetes_1_30(resource):
+    _, _, objects = rendered(resource)
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+        assert obj["metadata"]["namespace"] == NAMESPACE and "ownerReferences" not in obj["metadata"]
+
+
+def test_objects_are_named_and_labelled_per_the_spec():
+    _, _, objects = rendered(DEDICATED)
+    names = [(obj["kind"], obj["metadata"]["name"]) for obj in objects]
+    assert names[:6] == [("ServiceAccount", "big-node"), ("Service", "big-nodes"), ("Service", "big-bootstrap"),
+                         ("Service", "big-external-bootstrap"), ("Service", "big-nodes-bootstrap"),
+                         ("PodDisruptionBudget", "big-pdb")]
+    assert names[6:9] == [("ConfigMap", "big-controllers-0-config"), ("PersistentVolumeClaim", "data-big-controllers-0"),
+                          ("Pod", "big-controllers-0")]
+    assert names[-5:] == [("ConfigMap", "big-west-6-config"), ("PersistentVolumeClaim", "data-big-west-6"),
+                          ("Pod", "big-west-6"), ("Service", "big-west-6-external"), ("Service", "big-west-6-nodes")]
+    assert len(set(names)) == len(names)
+    assert objects == rendered(DEDICATED)[2]  # deterministic
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "odradek" and labels["app.kubernetes.io/instance"] == "big"
+        assert labels["app.kubernetes.io/managed-by"] == "odradek-operator" and labels["odradek.io/cluster"] == "big"
+    for name, obj in of_kind(objects, "Pod").items():
+        assert obj["metadata"]["labels"]["odradek.io/pool"] in name
+        assert name.endswith("-" + obj["metadata"]["labels"]["odradek.io/node-id"])
+
+    services = of_kind(objects, "Service")
+    headless = services["big-nodes"]["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert [port["port"] for port in headless["ports"]] == [9090, 9091, 9092, 9093, 9094, 9095, 9096]
+    bootstrap = services["big-bootstrap"]["spec"]
+    assert bootstrap["type"] == "ClusterIP" and [port["port"] for port in bootstrap["ports"]] == [9092, 9093, 9094]
+    assert bootstrap["selector"]["odradek.io/broker-role"] == "true"
+    assert services["big-external-bootstrap"]["spec"]["type"] == "LoadBalancer"
+    assert services["big-nodes-bootstrap"]["spec"]["type"] == "NodePort"
+    assert services["big-east-4-external"]["spec"]["selector"]["odradek.io/node-id"] == "4"
+    assert not any(name.startswith("big-controllers-") for name in services)
+    assert of_kind(objects, "PodDisruptionBudget")["big-pdb"]["spec"]["maxUnavailable"] == 1
+
+    claim = of_kind(objects, "PersistentVolumeClaim")["data-big-east-3"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}},
+                             "storageClassName": "standard"}
+    assert claim["metadata"]["labels"]["odradek.io/node-id"] == "3"
+
+
+def test_a_pod_runs_the_node_on_its_claim_with_its_config():
+    _, _, objects = rendered(DEDICATED)
+    pods = of_kind(objects, "Pod")
+    pod = pods["big-east-3"]["spec"]
+    assert (pod["hostname"], pod["subdomain"], pod["serviceAccountName"]) == ("big-east-3", "big-nodes", "big-node")
+    assert pod["terminationGracePeriodSeconds"] == 120
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["odradek", "storage", "format", "--cluster-id", CLUSTER_ID, "--config",
+                               "/etc/odradek/server.properties", "--ignore-formatted"]
+    (node,) = pod["containers"]
+    assert node["command"] == NODE_COMMAND and node["image"] == "registry.example.com/odradek:1.2.3"
+    assert node["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    assert node["readinessProbe"]["tcpSocket"]["port"] == 9092
+    assert node["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert {port["containerPort"] for port in node["ports"]} == {9091, 9092, 9093, 9094, 9095, 9096, 9700}
+    assert {volume["name"]: volume for volume in pod["volumes"]} == {
+        "config": {"name": "config", "configMap": {"name": "big-east-3-config",
+                                                   "items": [{"key": "server.properties", "path": "server.properties"}]}},
+        "data": {"name": "data", "persistentVolumeClaim": {"claimName": "data-big-east-3"}}}
+    mounts = {mount["name"]: mount["mountPath"] for mount in node["volumeMounts"]}
+    assert mounts["config"] == "/etc/odradek" and DATA_PATH.startswith(mounts["data"] + "/")
+    controller = pods["big-controllers-0"]["spec"]["containers"][0]
+    assert controller["readinessProbe"]["tcpSocket"]["port"] == 9090 and "resources" not in controller
+    assert {port["containerPort"] for port in controller["ports"]} == {9090, 9700}
+    assert "env" not in of_kind(rendered(COMBINED)[2], "Pod")["small-nodes-0"]["spec"]["containers"][0]
+
+
+def hashes(objects):
+    return {name: pod["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] for name, pod in of_kind(objects, "Pod").items()}
+
+
+def test_the_config_hash_changes_exactly_when_a_nodes_config_does():
+    spec, node_ids, objects = rendered(DEDICATED)
+    before = hashes(objects)
+    assert len(set(before.values())) == len(before)  # every node's config names the node
+    # a cluster id or an image is not in server.properties
+    again = render(spec, node_ids, "AAAAAAAAAAAAAAAAAAAAAA", NAMESPACE)
+    assert hashes(again) == before
+    # a pool's config changes its nodes only
+    east = changed(DEDICATED, lambda s: s["nodePools"][1]["config"].update({"num.io.threads": "8"}))
+    after = hashes(rendered(east)[2])
+    assert {name for name in before if after[name] != before[name]} == {"big-east-3", "big-east-4"}
+    # another broker changes no one's config; another controller changes every node's voters
+    _, _, objects = rendered(changed(DEDICATED, lambda s: s["nodePools"][2].update(replicas=3)), node_ids)
+    after = hashes(objects)
+    assert {name for name in before if after[name] != before[name]} == set() and "big-west-7" in after
+    _, _, objects = rendered(changed(DEDICATED, lambda s: s["nodePools"][0].update(replicas=5)), node_ids)
+    after = hashes(objects)
+    assert all(after[name] != before[name] for name in before)
+    # the hash is the sha256 of the ConfigMap's text
+    text = of_kind(objects, "ConfigMap")["big-east-3-config"]["data"]["server.properties"]
+    assert after["big-east-3"] == hashlib.sha256(text.encode()).hexdigest()
