@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     _module("sql").add_sql_parser(commands, client)
     _module("links").add_links_parser(commands, client, output)
     _module("balancer").add_balancer_parser(commands, client, output)
+    _module("operator").add_operator_parser(commands)
     return parser
 
 
@@ -457,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 1
-    if args.command not in ("server", "dev-cluster"):
+    if args.command not in ("server", "dev-cluster", "operator"):
         interrupt_on_sigterm()
     try:
         return args.run(args) or 0
