@@ -29,7 +29,7 @@ _LONG_FILES = ("tests/e2e/test_cluster_transactions.py", "tests/sql/test_sql_fai
                "tests/e2e/test_transactions.py", "tests/sql/test_sql_on_reference_kafka.py",
                "tests/sql/test_rest_api.py", "tests/e2e/test_oauthbearer.py", "tests/e2e/test_cluster_nemesis.py",
                "tests/links/test_cluster_links.py", "tests/links/test_source_truncation.py",
-               "tests/balancer/test_service.py")
+               "tests/balancer/test_service.py", "tests/operator/test_nodes.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

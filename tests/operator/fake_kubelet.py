@@ -1,5 +1,12 @@
-"""A fake kubelet for tests: runs a process for each Pod of a namespace, reports it Running and Ready, stops it
-when the Pod is deleted (SIGTERM, then SIGKILL after a grace period), and reports it Failed if it exits itself."""
+"""A fake kubelet for tests: starts a process for each Pod of a namespace, reports it Running and, once its
+runtime says so, Ready; stops it when the Pod is deleted (SIGTERM, then SIGKILL after a grace period), and starts
+it again if it exits by itself (restartPolicy Always), not ready meanwhile. A Pod recreated under the same name
+starts only once the old one's process has stopped, as a StatefulSet-like Pod does on a real kubelet.
+
+What a Pod runs is the runtime's business: `SleepRuntime` runs `sleep` (the operator's bookkeeping alone),
+tests/operator/node_runtime.py's `NodeRuntime` runs the real `odradek server` from the Pod's own command, volumes
+and configuration.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +15,50 @@ import contextlib
 import datetime
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from odradek.operator.kube import PODS, Kube, KubeError
 
 log = logging.getLogger(__name__)
 
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 30.0
+RESTART_BACKOFF_S = 1.0
 
 
-def sleep_command(pod: dict) -> list[str]:
-    """Every Pod runs `sleep 1000`: a stand-in for `odradek server` (its real nodes come later)."""
-    return ["sleep", "1000"]
+class PodRuntime(Protocol):
+    async def start(self, pod: dict) -> asyncio.subprocess.Process:
+        """Start the Pod's main process (after its init containers, if the runtime runs them)."""
+
+    async def wait_ready(self, pod: dict, proc: asyncio.subprocess.Process) -> None:
+        """Return once the Pod's readiness probe would pass."""
+
+
+class SleepRuntime:
+    """Every Pod runs `sleep 1000`, ready at once."""
+
+    async def start(self, pod: dict) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec("sleep", "1000", stdin=asyncio.subprocess.DEVNULL)
+
+    async def wait_ready(self, pod: dict, proc: asyncio.subprocess.Process) -> None:
+        return None
 
 
 class FakeKubelet:
-    """`procs`: pod name -> its running process; `history`: ("started" | "stopped" | "exited", pod name)."""
+    """`procs`: pod name -> its running process; `history`: ("started" | "ready" | "stopped" | "exited" |
+    "failed to start", pod name)."""
 
-    def __init__(self, kube: Kube, namespace: str, command_for: Callable[[dict], list[str]] = sleep_command) -> None:
-        self.kube, self.namespace, self.command_for = kube, namespace, command_for
+    def __init__(self, kube: Kube, namespace: str, runtime: PodRuntime | None = None) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.runtime = runtime or SleepRuntime()
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.history: list[tuple[str, str]] = []
         self._changed = asyncio.Condition()
         self._task: asyncio.Task | None = None
-        self._reapers: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._starting: set[str] = set()
+        self._stopping: dict[str, asyncio.Task] = {}
+        self._seen: set[str] = set()  # pod uids started
+        self._deleted: set[str] = set()  # pod uids deleted: their processes are not started again
 
     async def __aenter__(self) -> FakeKubelet:
         self._task = asyncio.create_task(self._run(), name="fake-kubelet")
@@ -38,15 +66,19 @@ class FakeKubelet:
 
     async def __aexit__(self, *exc_info) -> None:
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        for name in list(self.procs):
-            await self._stop(name)
+        for task in [self._task, *self._tasks]:
+            task.cancel()
+        for task in [self._task, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.gather(*(self._stop(name) for name in list(self.procs)))
 
     async def wait_for(self, predicate: Callable[[FakeKubelet], bool], timeout: float = 30) -> None:
         async with asyncio.timeout(timeout), self._changed:
             await self._changed.wait_for(lambda: predicate(self))
+
+    def count(self, what: str, name: str | None = None) -> int:
+        return sum(1 for event, pod in self.history if event == what and (name is None or pod == name))
 
     async def _changed_now(self, what: str, name: str) -> None:
         self.history.append((what, name))
@@ -66,25 +98,67 @@ class FakeKubelet:
     async def _handle(self, type_: str, pod: dict) -> None:
         name = pod["metadata"]["name"]
         if type_ == "DELETED" or pod["metadata"].get("deletionTimestamp"):
-            await self._stop(name)
-        elif name not in self.procs and not (pod.get("status") or {}).get("phase"):
-            proc = await asyncio.create_subprocess_exec(*self.command_for(pod), stdin=asyncio.subprocess.DEVNULL)
-            self.procs[name] = proc
-            reaper = asyncio.create_task(self._reap(name, proc))
-            self._reapers.add(reaper)
-            reaper.add_done_callback(self._reapers.discard)
-            await self._set_status(name, "Running", ready=True, pid=proc.pid)
-            await self._changed_now("started", name)
+            self._deleted.add(pod["metadata"].get("uid"))
+            if name not in self._stopping:
+                self._stopping[name] = self._spawn(self._stop(name))
+        elif pod["metadata"].get("uid") not in self._seen and not (pod.get("status") or {}).get("phase"):
+            self._seen.add(pod["metadata"].get("uid"))
+            self._spawn(self._start(name, pod))
 
-    async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
-        code = await proc.wait()
+    def _spawn(self, work) -> asyncio.Task:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _start(self, name: str, pod: dict) -> None:
+        stopping = self._stopping.get(name)
+        if stopping is not None:  # the old Pod of that name: its process first goes
+            await stopping
+        self._starting.add(name)
+        try:
+            proc = await self.runtime.start(pod)
+        except Exception as e:
+            log.warning("pod %s failed to start: %s", name, e)
+            self._starting.discard(name)
+            with contextlib.suppress(KubeError):
+                await self._set_status(name, "Failed", ready=False, pid=None)
+            await self._changed_now("failed to start", name)
+            return
+        self._starting.discard(name)
+        self.procs[name] = proc
+        self._spawn(self._reap(name, pod, proc))
+        await self._set_status(name, "Running", ready=False, pid=proc.pid)
+        await self._changed_now("started", name)
+        try:
+            await self.runtime.wait_ready(pod, proc)
+        except Exception as e:
+            log.warning("pod %s never got ready: %s", name, e)
+            return
+        if self.procs.get(name) is proc and proc.returncode is None:
+            await self._set_status(name, "Running", ready=True, pid=proc.pid)
+            await self._changed_now("ready", name)
+
+    async def _reap(self, name: str, pod: dict, proc: asyncio.subprocess.Process) -> None:
+        await proc.wait()
         if self.procs.get(name) is proc:  # it exited by itself: not stopped here
             del self.procs[name]
             with contextlib.suppress(KubeError):
-                await self._set_status(name, "Failed" if code else "Succeeded", ready=False, pid=None)
+                await self._set_status(name, "Running", ready=False, pid=None)
             await self._changed_now("exited", name)
+            await asyncio.sleep(RESTART_BACKOFF_S)
+            if pod["metadata"].get("uid") not in self._deleted:
+                await self._start(name, pod)
 
     async def _stop(self, name: str) -> None:
+        try:
+            await self._stop_process(name)
+        finally:
+            self._stopping.pop(name, None)
+
+    async def _stop_process(self, name: str) -> None:
+        while name in self._starting:  # starting (or restarting): stop what it starts
+            await asyncio.sleep(0.05)
         proc = self.procs.pop(name, None)
         if proc is None:
             return
@@ -101,7 +175,7 @@ class FakeKubelet:
     async def _set_status(self, name: str, phase: str, *, ready: bool, pid: int | None) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         flag = "True" if ready else "False"
-        state = {"running": {"startedAt": now}} if ready else {"terminated": {"exitCode": 0}}
+        state = {"running": {"startedAt": now}} if phase == "Running" else {"terminated": {"exitCode": 0}}
         await self.kube.merge_patch(PODS, self.namespace, name, {"status": {
             "phase": phase, "podIP": "127.0.0.1", "startTime": now,
             "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": now},

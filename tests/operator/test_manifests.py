@@ -322,6 +322,7 @@ def test_example_cluster_is_three_combined_nodes_with_tls_and_scram_listeners():
     listeners = {listener["name"]: listener for listener in spec["listeners"]}
     assert listeners["tls"]["tls"] is True and listeners["tls"]["authentication"]["type"] == "scram-sha-512"
     assert listeners["external"]["authentication"]["type"] == "tls"
+    assert spec["authorization"] == {"type": "simple", "superUsers": ["admin"]}
 
 
 def test_example_user_authenticates_with_scram_and_has_acls():
@@ -363,6 +364,13 @@ INVALID = {
     "a number as a setting": ("cluster.yaml", lambda spec: spec["config"].update({"num.io.threads": 8})),
     "balancer mode off unquoted in YAML": ("cluster.yaml", lambda spec: spec.update(
         balancer=yaml.safe_load("mode: off"))),
+    "authorization of an unknown type": ("cluster.yaml", lambda spec: spec["authorization"].update(type="opa")),
+    "authorization without a type": ("cluster.yaml", lambda spec: spec["authorization"].pop("type")),
+    "a super user holding the separator": ("cluster.yaml", lambda spec: spec["authorization"].update(
+        superUsers=["alice;bob"])),
+    "the operator's TLS setting": ("cluster.yaml", lambda spec: spec["config"].update(
+        {"ssl.truststore.location": "/tmp/ca.pem"})),
+    "the operator's super users": ("cluster.yaml", lambda spec: spec["config"].update({"super.users": "User:me"})),
     "topic without partitions": ("topic.yaml", lambda spec: spec.pop("partitions")),
     "topic with 0 replicas": ("topic.yaml", lambda spec: spec.update(replicas=0)),
     "topic name with a slash": ("topic.yaml", lambda spec: spec.update(topicName="shop/orders")),
@@ -384,6 +392,8 @@ def test_crd_schema_rejects_invalid_resource(case):
 
 def test_crd_schema_accepts_quoted_off_and_a_cluster_acl_without_name():
     assert errors(changed("cluster.yaml", lambda spec: spec.update(balancer=yaml.safe_load("mode: 'off'")))) == []
+    assert errors(changed("cluster.yaml", lambda spec: spec.pop("authorization"))) == []
+    assert errors(changed("cluster.yaml", lambda spec: spec["authorization"].pop("superUsers"))) == []
     full = changed("rebalance.yaml", lambda spec: (spec.pop("brokers"), spec.update(mode="full")))
     assert errors(full) == []
     assert errors({**full, "spec": {}}) == []

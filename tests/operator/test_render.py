@@ -12,7 +12,7 @@ import yaml
 from odradek.config import BrokerConfig, parse_properties
 from odradek.operator.cluster_spec import SpecError, assign_node_ids, parse_cluster
 from odradek.operator.image import DATA_PATH, NODE_COMMAND, image
-from odradek.operator.render import CONFIG_HASH_ANNOTATION, render
+from odradek.operator.render import CERTIFICATE_HASH_ANNOTATION, CONFIG_HASH_ANNOTATION, render
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 NAMESPACE = "streaming"
@@ -243,18 +243,24 @@ def test_every_node_config_is_accepted_by_odradek(resource, tmp_path):
             assert config.inter_broker_listener == "REPLICATION"
             assert [listener.name for listener in config.listeners] == \
                 ["REPLICATION"] + [listener.listener_name for listener in spec.listeners]
-            assert config.security_protocols()["REPLICATION"] == "PLAINTEXT"
+            assert config.security_protocols()["REPLICATION"] == "SSL"
+            assert config.listener_setting("REPLICATION", "ssl.client.auth") == "required"
             assert {listener.host for listener in config.advertised_listeners} == \
                 {f"{name}.{spec.name}-nodes.{NAMESPACE}.svc"}
         if pool.is_controller:
             assert [(listener.name, listener.port) for listener in config.controller_listeners] == \
                 [("CONTROLLER", 9090)]
+            assert config.listener_setting("CONTROLLER", "ssl.client.auth") == "required"
+        assert props["listener.security.protocol.map"].startswith("CONTROLLER:SSL,REPLICATION:SSL,")
+        assert config["ssl.keystore.location"] == "/etc/odradek/certs/node.pem"
+        assert config["ssl.truststore.location"] == "/etc/odradek/certs/ca.crt"
+        assert config["ssl.endpoint.identification.algorithm"] == "https"
 
 
 def test_server_properties_of_a_broker_of_the_dedicated_cluster():
     _, _, objects = rendered(DEDICATED)
     text = of_kind(objects, "ConfigMap")["big-east-3-config"]["data"]["server.properties"]
-    assert "REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are PLAINTEXT for now" in text
+    assert "REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are mutual TLS" in text
     lines = [line for line in text.splitlines() if not line.startswith("#")]
     assert lines == sorted(lines)
     props = parse_properties(text)
@@ -264,13 +270,18 @@ def test_server_properties_of_a_broker_of_the_dedicated_cluster():
     assert props["advertised.listeners"] == (f"REPLICATION://{dns}:9091,PLAIN://{dns}:9092,TLS://{dns}:9093,"
                                              f"SCRAM://{dns}:9094,EXTERNAL://{dns}:9095,NODES://{dns}:9096")
     assert props["listener.security.protocol.map"] == (
-        "CONTROLLER:PLAINTEXT,REPLICATION:PLAINTEXT,PLAIN:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL,EXTERNAL:SASL_SSL,"
+        "CONTROLLER:SSL,REPLICATION:SSL,PLAIN:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL,EXTERNAL:SASL_SSL,"
         "NODES:SASL_PLAINTEXT")
     assert props["controller.quorum.voters"] == ",".join(
         f"{i}@big-controllers-{i}.big-nodes.streaming.svc:9090" for i in range(3))
     assert props["listener.name.scram.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert props["listener.name.nodes.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert props["listener.name.tls.ssl.client.auth"] == "required"
+    # client certificates on the tls listener are the clients CA's; the others keep the node-wide cluster CA
+    assert props["listener.name.tls.ssl.truststore.location"] == "/etc/odradek/certs/clients-ca.crt"
+    assert props["listener.name.replication.ssl.client.auth"] == "required"
+    assert "listener.name.scram.ssl.truststore.location" not in props and "ssl.client.auth" not in props
+    assert "authorizer.class.name" not in props and "super.users" not in props
     assert props["metrics.listener"] == "http://0.0.0.0:9700"
     assert props["balancer.mode"] == "node_add"
     assert (props["num.io.threads"], props["min.insync.replicas"]) == ("16", "2")
@@ -302,10 +313,10 @@ def test_every_object_is_valid_for_kubernetes_1_30(resource):
 def test_objects_are_named_and_labelled_per_the_spec():
     _, _, objects = rendered(DEDICATED)
     names = [(obj["kind"], obj["metadata"]["name"]) for obj in objects]
-    assert names[:6] == [("ServiceAccount", "big-node"), ("Service", "big-nodes"), ("Service", "big-bootstrap"),
+    assert names[:7] == [("ServiceAccount", "big-node"), ("Service", "big-nodes"), ("Service", "big-bootstrap"),
                          ("Service", "big-external-bootstrap"), ("Service", "big-nodes-bootstrap"),
-                         ("PodDisruptionBudget", "big-pdb")]
-    assert names[6:9] == [("ConfigMap", "big-controllers-0-config"), ("PersistentVolumeClaim", "data-big-controllers-0"),
+                         ("PodDisruptionBudget", "big-pdb"), ("NetworkPolicy", "big-network-policy")]
+    assert names[7:10] == [("ConfigMap", "big-controllers-0-config"), ("PersistentVolumeClaim", "data-big-controllers-0"),
                           ("Pod", "big-controllers-0")]
     assert names[-5:] == [("ConfigMap", "big-west-6-config"), ("PersistentVolumeClaim", "data-big-west-6"),
                           ("Pod", "big-west-6"), ("Service", "big-west-6-external"), ("Service", "big-west-6-nodes")]
@@ -357,9 +368,15 @@ def test_a_pod_runs_the_node_on_its_claim_with_its_config():
     assert {volume["name"]: volume for volume in pod["volumes"]} == {
         "config": {"name": "config", "configMap": {"name": "big-east-3-config",
                                                    "items": [{"key": "server.properties", "path": "server.properties"}]}},
+        "certs": {"name": "certs", "secret": {"secretName": "big-east-3-certs", "defaultMode": 0o440, "items": [
+            {"key": "node.pem", "path": "node.pem"}, {"key": "ca.crt", "path": "ca.crt"},
+            {"key": "clients-ca.crt", "path": "clients-ca.crt"}]}},
         "data": {"name": "data", "persistentVolumeClaim": {"claimName": "data-big-east-3"}}}
-    mounts = {mount["name"]: mount["mountPath"] for mount in node["volumeMounts"]}
-    assert mounts["config"] == "/etc/odradek" and DATA_PATH.startswith(mounts["data"] + "/")
+    mounts = {mount["name"]: mount for mount in node["volumeMounts"]}
+    assert mounts["config"] == {"name": "config", "mountPath": "/etc/odradek", "readOnly": True}
+    assert mounts["certs"] == {"name": "certs", "mountPath": "/etc/odradek/certs", "readOnly": True}
+    assert init["volumeMounts"] == node["volumeMounts"]
+    assert DATA_PATH.startswith(mounts["data"]["mountPath"] + "/")
     controller = pods["big-controllers-0"]["spec"]["containers"][0]
     assert controller["readinessProbe"]["tcpSocket"]["port"] == 9090 and "resources" not in controller
     assert {port["containerPort"] for port in controller["ports"]} == {9090, 9700}
@@ -391,3 +408,68 @@ def test_the_config_hash_changes_exactly_when_a_nodes_config_does():
     # the hash is the sha256 of the ConfigMap's text
     text = of_kind(objects, "ConfigMap")["big-east-3-config"]["data"]["server.properties"]
     assert after["big-east-3"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_network_policy_opens_the_node_ports_only_to_the_cluster_and_the_operator():
+    _, _, objects = rendered(DEDICATED)
+    policy = of_kind(objects, "NetworkPolicy")["big-network-policy"]["spec"]
+    assert policy["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "odradek", "odradek.io/cluster": "big"}}
+    assert policy["policyTypes"] == ["Ingress"]
+    internal, public = policy["ingress"]
+    assert [port["port"] for port in internal["ports"]] == [9090, 9091]
+    assert internal["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "odradek", "odradek.io/cluster": "big"}}},
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "odradek-operator"}}, "namespaceSelector": {}}]
+    assert "from" not in public and [port["port"] for port in public["ports"]] == [9092, 9093, 9094, 9095, 9096, 9700]
+    without_metrics = changed(COMBINED, lambda s: s.update(metrics={"enabled": False}))
+    (policy,) = of_kind(rendered(without_metrics)[2], "NetworkPolicy").values()
+    assert [port["port"] for port in policy["spec"]["ingress"][1]["ports"]] == [9092]
+
+
+def test_the_network_policy_lets_in_the_operator_pods_of_the_shipped_deployment():
+    manifests = yaml.safe_load_all((EXAMPLE.parents[1] / "operator.yaml").read_text())
+    (deployment,) = [obj for obj in manifests if obj and obj["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    (policy,) = of_kind(rendered(COMBINED)[2], "NetworkPolicy").values()
+    operator_peer = policy["spec"]["ingress"][0]["from"][1]["podSelector"]["matchLabels"]
+    assert operator_peer.items() <= pod_labels.items()
+
+
+def test_simple_authorization_makes_the_nodes_the_operator_and_the_named_users_super_users():
+    authorized = changed(DEDICATED, lambda s: s.update(authorization={"type": "simple",
+                                                                      "superUsers": ["admin", "CN=ops"]}))
+    spec, _, objects = rendered(authorized)
+    assert spec.authorization.super_users == ("admin", "CN=ops")
+    for pod in of_kind(objects, "Pod"):
+        props = properties(objects, pod)
+        assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        assert props["super.users"] == "User:CN=big-node,O=odradek;User:CN=odradek-operator,O=odradek;User:admin;User:CN=ops"
+    bare = changed(DEDICATED, lambda s: s.update(authorization={"type": "simple"}))
+    assert properties(rendered(bare)[2], "big-east-3")["super.users"] == \
+        "User:CN=big-node,O=odradek;User:CN=odradek-operator,O=odradek"
+    # one principal for every node: another broker changes no node's super.users, nor its config
+    _, node_ids, before = rendered(bare)
+    _, _, after = rendered(changed(bare, lambda s: s["nodePools"][2].update(replicas=3)), node_ids)
+    assert hashes(after)["big-east-3"] == hashes(before)["big-east-3"]
+
+
+@pytest.mark.parametrize("authorization, message", [
+    ({"type": "acl"}, "spec.authorization.type: expected one of simple, got 'acl'"),
+    ({"type": "simple", "superUsers": "admin"}, "spec.authorization.superUsers: expected a list of user names"),
+    ({"type": "simple", "superUsers": ["a;b"]}, r"spec.authorization.superUsers\[0\]: expected a user name"),
+    ({"type": "simple", "superUsers": ["User:admin"]}, r"spec.authorization.superUsers\[0\]: expected a user name"),
+])
+def test_an_authorization_the_operator_cannot_render_is_refused(authorization, message):
+    with pytest.raises(SpecError, match=message):
+        parse_cluster(changed(COMBINED, lambda s: s.update(authorization=authorization)))
+
+
+def test_the_certificate_hash_annotation_is_the_one_given_and_absent_without_one():
+    spec, node_ids, objects = rendered(COMBINED)
+    assert all(CERTIFICATE_HASH_ANNOTATION not in pod["metadata"]["annotations"]
+               for pod in of_kind(objects, "Pod").values())
+    given = {"small-nodes-0": "a" * 64, "small-nodes-1": "b" * 64, "small-nodes-2": "c" * 64}
+    objects = render(spec, node_ids, CLUSTER_ID, NAMESPACE, certificate_hashes=given)
+    assert {name: pod["metadata"]["annotations"][CERTIFICATE_HASH_ANNOTATION]
+            for name, pod in of_kind(objects, "Pod").items()} == given
+    assert hashes(objects) == hashes(rendered(COMBINED)[2])  # the config hash stays the config's

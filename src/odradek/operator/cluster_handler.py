@@ -2,9 +2,17 @@
 
 One pass reads what exists (every object labelled for the cluster), creates what is missing, patches what drifted
 (ConfigMaps' data, Services' and the PodDisruptionBudget's spec), deletes what no node needs any more, and
-reports. A Pod is never patched: one whose configuration hash differs waits for a rolling restart, reported as a
-RestartPending warning. Nothing relies on ownerReference garbage collection (the objects carry them for real
-clusters): removed nodes and deleted clusters are cleaned up here.
+reports. Nothing relies on ownerReference garbage collection (the objects carry them for real clusters): removed
+nodes and deleted clusters are cleaned up here.
+
+Three things take more than one pass, each step decided from what the cluster reports (observe.py):
+- A rolling restart: a Pod is never patched; one whose configuration hash differs is deleted (and so recreated
+  with the new configuration) when rolling.next_step says it is that node's turn, one node at a time.
+- Scaling down: a removed broker keeps its Pod until the partition balancer has moved every replica off it
+  (a remove_nodes request); a refused request is reported and the node kept.
+- Scaling up: a new broker is given load by an add_nodes request once it has registered.
+What a pass must remember for the next (which node is restarting, which requests were made) is a ClusterMemory;
+an operator restarted mid-way starts with an empty one and asks again, which is safe.
 """
 
 from __future__ import annotations
@@ -12,13 +20,18 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from odradek.operator.cluster_spec import SpecError, assign_node_ids, parse_cluster
+from odradek.operator.certificates import desired_secrets, node_certificate_hashes, operator_secret_name
+from odradek.operator.cluster_spec import ClusterSpec, SpecError, assign_node_ids, parse_cluster
+from odradek.operator.connection import AddressMap, admin_properties, balancer_call, operator_tls
 from odradek.operator.kube import (
     CLAIMS,
     CONFIG_MAPS,
     DISRUPTION_BUDGETS,
+    NETWORK_POLICIES,
     PODS,
+    SECRETS,
     SERVICE_ACCOUNTS,
     SERVICES,
     AlreadyExists,
@@ -26,25 +39,58 @@ from odradek.operator.kube import (
     Resource,
     resource_of,
 )
+from odradek.operator.observe import Observation, ObserveError, observe
 from odradek.operator.render import (
+    BROKER_ROLE_LABEL,
+    CERTIFICATE_HASH_ANNOTATION,
     CLUSTER_LABEL,
     CONFIG_HASH_ANNOTATION,
     DELETE_CLAIM_ANNOTATION,
     NODE_ID_LABEL,
     bootstrap_service_name,
+    nodes,
     render,
 )
+from odradek.operator.rolling import (
+    ClusterState,
+    NodeState,
+    QuorumState,
+    Restart,
+    Wait,
+    next_step,
+    why_not_back,
+)
+from odradek.operator.status import status_conditions
 
 log = logging.getLogger(__name__)
 
 # Every kind of object a cluster has, in the order they are created (a Pod's ConfigMap and claim before it).
-OWNED = (SERVICE_ACCOUNTS, SERVICES, DISRUPTION_BUDGETS, CONFIG_MAPS, CLAIMS, PODS)
+OWNED = (SECRETS, SERVICE_ACCOUNTS, SERVICES, NETWORK_POLICIES, DISRUPTION_BUDGETS, CONFIG_MAPS, CLAIMS, PODS)
 # Kinds patched in place when they drift: the part of the object the operator owns.
-_PATCHED = {CONFIG_MAPS: "data", SERVICES: "spec", DISRUPTION_BUDGETS: "spec"}
+_PATCHED = {CONFIG_MAPS: "data", SECRETS: "data", SERVICES: "spec", DISRUPTION_BUDGETS: "spec",
+            NETWORK_POLICIES: "spec"}
+BALANCER_TIMEOUT_S = 60.0
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # on what render() makes; a user's Secret has the cluster label only
+# A Pod annotation that differs from the rendered one, and why the node restarts for it.
+_RESTART_REASONS = ((CONFIG_HASH_ANNOTATION, "configuration changed"),
+                    (CERTIFICATE_HASH_ANNOTATION, "certificates changed"))
 
 
-async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping) -> dict:
-    """Make the cluster's objects match its spec; the status to write (the whole status, not a patch)."""
+@dataclass
+class ClusterMemory:
+    """What passes over one cluster remember: nodes restarted and not yet back, remove_nodes executions asked
+    for (node id -> execution id), new brokers not yet given load."""
+
+    restarting: set[int] = field(default_factory=set)
+    draining: dict[int, str] = field(default_factory=dict)
+    filling: set[int] = field(default_factory=set)
+
+
+async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memory: ClusterMemory | None = None,
+                            address_map: AddressMap | None = None) -> dict:
+    """Make the cluster's objects match its spec, one safe step at a time; the status to write (the whole
+    status, not a patch). `address_map`: where the Pods' addresses are reached (tests); None: as they are."""
+    memory = memory if memory is not None else ClusterMemory()
     old_status = resource.get("status") or {}
     generation = resource.get("metadata", {}).get("generation")
     status: dict = {key: old_status[key] for key in ("clusterId", "nodeIds") if key in old_status}
@@ -54,28 +100,38 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping) -> di
         spec = parse_cluster(resource)
         node_ids = assign_node_ids(spec, old_status.get("nodeIds") or {})
     except SpecError as e:
-        status["conditions"] = _conditions(old_status, [("NotReady", "InvalidSpec", str(e))])
+        status["conditions"] = status_conditions(old_status, [("NotReady", "InvalidSpec", str(e))])
         return status
     cluster_id = old_status.get("clusterId") or new_cluster_id()
     status |= {"clusterId": cluster_id, "nodeIds": node_ids}
 
-    desired = render(spec, node_ids, cluster_id, namespace)
+    existing = await _existing(kube, namespace, spec.name)
+    cluster_nodes = nodes(spec, node_ids)
+    desired = desired_objects(spec, node_ids, cluster_id, namespace,
+                              {name: obj.get("data") or {} for (kind, name), obj in existing.items() if kind == SECRETS},
+                              datetime.datetime.now(datetime.UTC))
     for obj in desired:
         _adopt(obj, resource)
-    existing = await _existing(kube, namespace, spec.name)
     wanted = {(resource_of(obj), obj["metadata"]["name"]) for obj in desired}
+    # A removed broker keeps its objects until the balancer has moved its replicas off it.
+    leaving = {_node_id(obj) for (kind, name), obj in existing.items()
+               if kind == PODS and (kind, name) not in wanted and not obj["metadata"].get("deletionTimestamp")
+               and obj["metadata"].get("labels", {}).get(BROKER_ROLE_LABEL) == "true"}
     for (kind, name), obj in existing.items():
         if (kind, name) not in wanted and not obj["metadata"].get("deletionTimestamp"):
             if kind == CLAIMS and _annotation(obj, DELETE_CLAIM_ANNOTATION) != "true":
                 continue  # a removed node's data stays unless its pool said deleteClaim: true
+            if _node_id(obj) in leaving:
+                continue
             log.info("cluster %s/%s: deleting %s %s", namespace, spec.name, kind.plural, name)
             await kube.delete(kind, namespace, name)
 
-    restart_pending: list[int] = []
-    ready = 0
+    pods: dict[int, dict | None] = {}
     for obj in desired:
         kind, name = resource_of(obj), obj["metadata"]["name"]
         current = existing.get((kind, name))
+        if kind == PODS:
+            pods[_node_id(obj)] = current
         if current is None:
             log.info("cluster %s/%s: creating %s %s", namespace, spec.name, kind.plural, name)
             try:
@@ -83,12 +139,7 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping) -> di
             except AlreadyExists:
                 pass  # created since it was listed (another pass, or a Pod still terminating)
             continue
-        if kind == PODS:
-            if _annotation(current, CONFIG_HASH_ANNOTATION) != _annotation(obj, CONFIG_HASH_ANNOTATION):
-                restart_pending.append(int(obj["metadata"]["labels"][NODE_ID_LABEL]))
-            if _pod_ready(current):
-                ready += 1
-        elif kind == CLAIMS:
+        if kind == CLAIMS:
             wanted_flag = _annotation(obj, DELETE_CLAIM_ANNOTATION)
             if _annotation(current, DELETE_CLAIM_ANNOTATION) != wanted_flag:
                 await kube.merge_patch(kind, namespace, name,
@@ -102,7 +153,39 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping) -> di
                     patch |= {key: None for key in current.get("data") or {} if key not in patch}
                 await kube.merge_patch(kind, namespace, name, {part: patch})
 
-    total = sum(len(ids) for ids in node_ids.values())
+    wanted_pods = {_node_id(obj): obj for obj in desired if obj["kind"] == "Pod"}
+    node_states = []
+    for node in cluster_nodes:
+        pod = pods[node.node_id]
+        if pod is None:
+            continue  # being created, with the configuration wanted
+        reasons = tuple(reason for annotation, reason in _RESTART_REASONS
+                        if _annotation(pod, annotation) != _annotation(wanted_pods[node.node_id], annotation))
+        phase = (pod.get("status") or {}).get("phase")
+        node_states.append(NodeState(node.node_id, frozenset(node.pool.roles), ready=_pod_ready(pod),
+                                     running=phase not in ("Failed", "Succeeded"), restart_reasons=reasons))
+    ready = sum(1 for node in node_states if node.ready)
+    memory.filling |= {node_id for pool in spec.node_pools if pool.is_broker for node_id in node_ids[pool.name]
+                       if node_id not in (old_status.get("nodeIds") or {}).get(pool.name, [node_id])}
+
+    warnings: list[tuple[str, str, str]] = []
+    if leaving or memory.restarting or memory.filling or any(n.needs_restart for n in node_states):
+        properties = admin_properties(spec, node_ids, namespace, operator_tls(namespace, spec.name, _data_of(desired, operator_secret_name(spec.name))),
+                                      address_map)
+        try:
+            observed: Observation | ObserveError = await observe(properties)
+        except ObserveError as e:
+            observed = e
+        warnings += await _roll(kube, namespace, spec.name, node_states,
+                                {node.node_id: node.name for node in nodes(spec, node_ids)}, observed, memory)
+        if not isinstance(observed, ObserveError):
+            warnings += await _drain(kube, namespace, existing, leaving, observed, properties, memory)
+            await _fill(observed, properties, memory)
+        elif leaving:
+            warnings.append(("Warning", "ScaleDownPending",
+                             f"ScaleDownPending: nodes {_ids(leaving)} wait to be drained: {observed}"))
+
+    total = len(node_states) + sum(1 for node_id, pod in pods.items() if pod is None)
     status["readyNodes"] = ready
     status["listeners"] = [
         {"name": listener.name, "type": listener.type,
@@ -110,13 +193,131 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping) -> di
         for listener in spec.listeners if listener.type == "internal"]
     wanted_conditions = ([("Ready", "AllNodesReady", f"{ready} of {total} nodes ready")] if ready == total else
                          [("NotReady", "NodesNotReady", f"{ready} of {total} nodes ready")])
-    if restart_pending:
-        ids = ", ".join(str(node_id) for node_id in sorted(restart_pending))
-        wanted_conditions.append(("Warning", "RestartPending",
-                                  f"RestartPending: nodes {ids} run an older configuration and wait for a "
-                                  "rolling restart"))
-    status["conditions"] = _conditions(old_status, wanted_conditions)
+    status["conditions"] = status_conditions(old_status, wanted_conditions + warnings)
     return status
+
+
+def desired_objects(spec: ClusterSpec, node_ids: Mapping[str, list[int]], cluster_id: str, namespace: str,
+                    secrets: Mapping[str, Mapping[str, str]], now: datetime.datetime) -> list[dict]:
+    """Every object the cluster should have: its certificates' Secrets (from the existing Secrets' data, by
+    name), then render()'s objects, each Pod annotated with its certificates' hash."""
+    cluster_nodes = nodes(spec, node_ids)
+    wanted_secrets = desired_secrets(spec, cluster_nodes, namespace, secrets, now)
+    return wanted_secrets + render(spec, node_ids, cluster_id, namespace,
+                                   certificate_hashes=node_certificate_hashes(wanted_secrets, cluster_nodes))
+
+
+async def _roll(kube: Kube, namespace: str, cluster: str, node_states: list[NodeState], pod_names: Mapping[int, str],
+                observed: Observation | ObserveError, memory: ClusterMemory) -> list[tuple[str, str, str]]:
+    """One step of a rolling restart: delete the Pod of the node whose turn it is (the next pass creates it
+    with the new configuration), or say what the roll waits for."""
+    by_id = {node.node_id: node for node in node_states}
+    memory.restarting &= set(by_id)
+    # not ready and not waiting for a restart: restarted, or new; the roll waits for it either way
+    restarting = frozenset(memory.restarting | {n.node_id for n in node_states if not n.ready and not n.needs_restart})
+    if isinstance(observed, ObserveError):
+        # Nothing is known of partitions or the quorum: only a node that serves nothing may go.
+        voters = frozenset(n.node_id for n in node_states if n.is_controller)
+        state = ClusterState(tuple(node_states), QuorumState(voters, None), (), restarting)
+        down = [n for n in node_states if n.needs_restart and not n.running]
+        step = next_step(state) if down else None
+        if not isinstance(step, Restart):
+            if any(n.needs_restart for n in node_states):
+                return [("Warning", "RestartPending", f"RestartPending: nodes {_ids(_pending(node_states))} wait "
+                                                      f"for a rolling restart: {observed}")]
+            return []
+    else:
+        state = ClusterState(tuple(node_states), observed.quorum, observed.partitions, restarting)
+        memory.restarting = {node_id for node_id in memory.restarting if why_not_back(state, node_id)}
+        state = ClusterState(tuple(node_states), observed.quorum, observed.partitions,
+                             frozenset(memory.restarting) | (restarting - memory.restarting))
+        step = next_step(state)
+    if isinstance(step, Restart):
+        pod_name = pod_names[step.node_id]
+        log.info("cluster %s/%s: restarting node %d (%s)", namespace, cluster, step.node_id, step.reason)
+        await kube.delete(PODS, namespace, pod_name)
+        memory.restarting.add(step.node_id)
+        return [("Warning", "RollingRestart", f"RollingRestart: restarting node {step.node_id} ({step.reason})")]
+    if isinstance(step, Wait):
+        pending = _pending(node_states)
+        if pending:
+            return [("Warning", "RestartPending",
+                     f"RestartPending: nodes {_ids(pending)} wait for a rolling restart: {step.reason}")]
+        return [("Warning", "RollingRestart", f"RollingRestart: {step.reason}")]
+    return []
+
+
+async def _drain(kube: Kube, namespace: str, existing: Mapping[tuple[Resource, str], dict], leaving: set[int],
+                 observed: Observation, properties: Mapping[str, str],
+                 memory: ClusterMemory) -> list[tuple[str, str, str]]:
+    """Removed brokers: deleted once they hold no replica, else drained by a remove_nodes request."""
+    warnings = []
+    memory.draining = {node_id: run for node_id, run in memory.draining.items() if node_id in leaving}
+    holding = {node_id: observed.replicas_on(node_id) for node_id in sorted(leaving)}
+    for node_id, replicas in holding.items():
+        if replicas:
+            continue
+        for (kind, name), obj in existing.items():
+            if _node_id(obj) == node_id and not (kind == CLAIMS and _annotation(obj, DELETE_CLAIM_ANNOTATION) != "true"):
+                log.info("cluster %s/%s: node %d drained, deleting %s %s", namespace,
+                         obj["metadata"]["labels"].get(CLUSTER_LABEL), node_id, kind.plural, name)
+                await kube.delete(kind, namespace, name)
+    busy = {node_id: replicas for node_id, replicas in holding.items() if replicas}
+    if not busy:
+        return []
+    asked = [node_id for node_id in busy if node_id not in memory.draining]
+    if asked or not await _running(properties, set(memory.draining[node_id] for node_id in busy)):
+        try:
+            result = await balancer_call(properties, "request", "remove_nodes", sorted(busy), None,
+                                     timeout_s=BALANCER_TIMEOUT_S, origin="operator")
+        except Exception as e:  # BalancerError (refused) or ControlError (no answer): reported, the node kept
+            return [("Warning", "ScaleDownBlocked", f"ScaleDownBlocked: nodes {_ids(busy)} still hold replicas "
+                                                    f"and cannot be drained: {e}")]
+        for node_id in busy:
+            memory.draining[node_id] = result.execution_id or ""
+    left = sum(len(replicas) for replicas in busy.values())
+    warnings.append(("Warning", "ScaleDownPending",
+                     f"ScaleDownPending: draining nodes {_ids(busy)} through the balancer, {left} replicas left"))
+    return warnings
+
+
+async def _fill(observed: Observation, properties: Mapping[str, str], memory: ClusterMemory) -> None:
+    """New brokers, once registered: an add_nodes request gives them load (and takes them out of the balancer's
+    removed nodes, where an earlier scale-down of the same id left them)."""
+    registered = sorted(memory.filling & observed.brokers)
+    if not registered:
+        return
+    try:
+        await balancer_call(properties, "request", "add_nodes", registered, None, timeout_s=BALANCER_TIMEOUT_S,
+                        origin="operator")
+    except Exception as e:  # nothing to move is refused too; continuous mode fills new nodes anyway
+        log.info("balancer add_nodes %s: %s", registered, e)
+    memory.filling -= set(registered)
+
+
+async def _running(properties: Mapping[str, str], execution_ids: set[str]) -> bool:
+    """Whether the balancer's last execution is one of these and still running."""
+    status = await balancer_call(properties, "status")
+    execution = status.execution
+    return (execution is not None and execution.id in execution_ids
+            and status.progress is not None and status.progress.status not in ("done", "stopped"))
+
+
+def _pending(node_states: list[NodeState]) -> list[int]:
+    return [n.node_id for n in node_states if n.needs_restart]
+
+
+def _data_of(objects: list[dict], name: str) -> Mapping[str, str]:
+    return next(obj["data"] for obj in objects if obj["metadata"]["name"] == name)
+
+
+def _ids(node_ids) -> str:
+    return ", ".join(str(node_id) for node_id in sorted(node_ids))
+
+
+def _node_id(obj: Mapping) -> int | None:
+    value = (obj.get("metadata", {}).get("labels") or {}).get(NODE_ID_LABEL)
+    return int(value) if value is not None else None
 
 
 async def delete_cluster(kube: Kube, namespace: str, name: str, resource: Mapping) -> None:
@@ -143,7 +344,7 @@ def new_cluster_id() -> str:
 async def _existing(kube: Kube, namespace: str, cluster: str) -> dict[tuple[Resource, str], dict]:
     found = {}
     for kind in OWNED:
-        for obj in await kube.list(kind, namespace, {CLUSTER_LABEL: cluster}):
+        for obj in await kube.list(kind, namespace, {CLUSTER_LABEL: cluster, INSTANCE_LABEL: cluster}):
             found[kind, obj["metadata"]["name"]] = obj
     return found
 
@@ -179,18 +380,3 @@ def _contains(current: object, wanted: object) -> bool:
         return (isinstance(current, list) and len(current) == len(wanted)
                 and all(_contains(c, w) for c, w in zip(current, wanted, strict=True)))
     return current == wanted
-
-
-def _conditions(old_status: Mapping, wanted: list[tuple[str, str, str]]) -> list[dict]:
-    """Conditions of status True, Strimzi's way (Ready, or NotReady with a reason; Warning beside either);
-    lastTransitionTime kept from the previous status while a condition does not change."""
-    previous = {c.get("type"): c for c in old_status.get("conditions") or []}
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conditions = []
-    for type_, reason, message in wanted:
-        condition = {"type": type_, "status": "True", "reason": reason, "message": message}
-        before = previous.get(type_, {})
-        same = all(before.get(k) == condition[k] for k in ("status", "reason"))
-        condition["lastTransitionTime"] = before.get("lastTransitionTime", now) if same else now
-        conditions.append(condition)
-    return conditions

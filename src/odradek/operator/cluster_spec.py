@@ -25,8 +25,10 @@ OPERATOR_OWNED = frozenset({
     "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
     "controller.listener.names", "node.id", "broker.id", "process.roles", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "log.dirs", "log.dir", "broker.rack", "metrics.listener",
-    "balancer.mode",
+    "balancer.mode", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth",
+    "ssl.endpoint.identification.algorithm", "authorizer.class.name", "super.users",
 })
+AUTHORIZATION_TYPES = ("simple",)
 
 _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1035 label: it starts Service names
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -99,6 +101,14 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class Authorization:
+    """Strimzi's simple authorization: ACLs checked by the nodes; `super_users` are principal names (`admin`,
+    `CN=ops`), allowed everything, beside the nodes and the operator."""
+
+    super_users: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     image: str
@@ -108,6 +118,7 @@ class ClusterSpec:
     rack_topology_key: str | None
     metrics: Metrics
     balancer_mode: str
+    authorization: Authorization | None = None  # None: no authorizer, every request is allowed
 
     def pool(self, name: str) -> NodePool:
         return next(pool for pool in self.node_pools if pool.name == name)
@@ -139,7 +150,8 @@ def parse_cluster(resource: Mapping) -> ClusterSpec:
         raise SpecError(f"spec.image: expected an image reference, got {given_image!r}")
     return ClusterSpec(name=name, image=given_image or operator_image.image(), node_pools=pools,
                        listeners=listeners, config=_parse_config(spec.get("config"), "spec.config"),
-                       rack_topology_key=topology_key, metrics=metrics, balancer_mode=mode)
+                       rack_topology_key=topology_key, metrics=metrics, balancer_mode=mode,
+                       authorization=_parse_authorization(spec.get("authorization")))
 
 
 def assign_node_ids(spec: ClusterSpec, previous: Mapping[str, list[int]]) -> dict[str, list[int]]:
@@ -272,6 +284,24 @@ def _parse_listeners(value, metrics: Metrics) -> tuple[Listener, ...]:
                 raise SpecError(f"{path}.authentication.type: tls (client certificates) needs tls: true")
         listeners.append(Listener(name=name, port=port, type=kind, tls=tls, authentication=authentication))
     return tuple(listeners)
+
+
+def _parse_authorization(value) -> Authorization | None:
+    if value is None:
+        return None
+    value = _mapping(value, "spec.authorization")
+    kind = value.get("type")
+    if kind not in AUTHORIZATION_TYPES:
+        raise SpecError(f"spec.authorization.type: expected one of {', '.join(AUTHORIZATION_TYPES)}, got {kind!r}")
+    names = value.get("superUsers", [])
+    if not isinstance(names, list):
+        raise SpecError(f"spec.authorization.superUsers: expected a list of user names, got {names!r}")
+    for index, name in enumerate(names):
+        # super.users separates principals with ";"; the operator writes the "User:" itself
+        if not isinstance(name, str) or not name.strip() or ";" in name or name.startswith("User:"):
+            raise SpecError(f"spec.authorization.superUsers[{index}]: expected a user name without ';' or a "
+                            f"User: prefix, got {name!r}")
+    return Authorization(super_users=tuple(names))
 
 
 def _parse_metrics(value) -> Metrics:

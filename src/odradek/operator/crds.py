@@ -16,12 +16,15 @@ REBALANCE_ANNOTATION = "odradek.io/rebalance"
 CATEGORIES = ["odradek"]
 
 # Node settings the operator writes itself: refused in OdradekCluster's spec.config and nodePools[].config.
-# The spec names the first seven; the rest are settings the operator derives with them (as cluster_spec does).
+# The spec names the first seven; the rest are settings the operator derives with them (as cluster_spec does):
+# the listeners' and the nodes' TLS (the operator's certificates) and the authorizer of spec.authorization.
 OPERATOR_OWNED_CONFIG = (
     "listeners", "node.id", "process.roles", "controller.quorum.voters", "log.dirs", "broker.rack",
     "metrics.listener",
     "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
     "controller.listener.names", "controller.quorum.bootstrap.servers", "broker.id", "log.dir", "balancer.mode",
+    "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "ssl.endpoint.identification.algorithm",
+    "authorizer.class.name", "super.users",
 )
 # The node's own listener names (CONTROLLER on 9090, REPLICATION on 9091); a spec listener named so would clash.
 RESERVED_LISTENER_NAMES = ("controller", "replication")
@@ -197,6 +200,14 @@ def odradek_cluster() -> dict:
             "mode": _string("off, node_add (balance onto new nodes only) or continuous.",
                             enum=["off", "node_add", "continuous"], default="continuous"),
         }, default={}),
+        "authorization": _object("ACLs checked by the nodes (unset: every request is allowed); the nodes and the "
+                                 "operator are super users.", {
+            "type": _string("The authorizer: simple (ACLs, as Kafka's StandardAuthorizer).", enum=["simple"]),
+            "superUsers": _array("Principal names allowed everything: a SCRAM user's name, or CN=<user> for a "
+                                 "user with a certificate.",
+                                 _string("A principal name, without User:.", minLength=1, pattern=r"^[^;]+$"),
+                                 **{"x-kubernetes-list-type": "set"}),
+        }, required=("type",)),
     }, required=("nodePools", "listeners"))
     status = _object("The cluster as the operator last saw it.", {
         "observedGeneration": _observed_generation(),
@@ -239,6 +250,8 @@ def odradek_topic() -> dict:
         "topicId": _string("The topic's id."),
         "partitions": _integer("The number of partitions.", minimum=0),
         "replicas": _integer("The replication factor.", minimum=0),
+        "managedConfigKeys": _array("The config keys the operator set on the topic; removed from the spec, they go "
+                                    "back to their defaults.", _string("A config key.")),
     })
     columns = [
         _cluster_column(),

@@ -58,12 +58,19 @@ SERVICES = Resource("v1", "services")
 CLAIMS = Resource("v1", "persistentvolumeclaims")
 SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts")
 DISRUPTION_BUDGETS = Resource("policy/v1", "poddisruptionbudgets")
+SECRETS = Resource("v1", "secrets")
+NETWORK_POLICIES = Resource("networking.k8s.io/v1", "networkpolicies")
 CLUSTERS = Resource("odradek.io/v1beta1", "odradekclusters")
+TOPICS = Resource("odradek.io/v1beta1", "odradektopics")
+USERS = Resource("odradek.io/v1beta1", "odradekusers")
+REBALANCES = Resource("odradek.io/v1beta1", "odradekrebalances")
 
 _BY_KIND = {("v1", "Pod"): PODS, ("v1", "ConfigMap"): CONFIG_MAPS, ("v1", "Service"): SERVICES,
             ("v1", "PersistentVolumeClaim"): CLAIMS, ("v1", "ServiceAccount"): SERVICE_ACCOUNTS,
-            ("policy/v1", "PodDisruptionBudget"): DISRUPTION_BUDGETS,
-            ("odradek.io/v1beta1", "OdradekCluster"): CLUSTERS}
+            ("v1", "Secret"): SECRETS, ("policy/v1", "PodDisruptionBudget"): DISRUPTION_BUDGETS,
+            ("networking.k8s.io/v1", "NetworkPolicy"): NETWORK_POLICIES,
+            ("odradek.io/v1beta1", "OdradekCluster"): CLUSTERS, ("odradek.io/v1beta1", "OdradekTopic"): TOPICS,
+            ("odradek.io/v1beta1", "OdradekUser"): USERS, ("odradek.io/v1beta1", "OdradekRebalance"): REBALANCES}
 
 
 def resource_of(obj: Mapping) -> Resource:

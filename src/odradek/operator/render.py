@@ -1,5 +1,6 @@
 """The Kubernetes objects of an OdradekCluster: per node a ConfigMap, a PVC and a Pod, and the cluster's Services,
-PodDisruptionBudget and ServiceAccount, as plain dicts in a fixed order (no owner references: the caller adopts)."""
+PodDisruptionBudget, NetworkPolicy and ServiceAccount, as plain dicts in a fixed order (no owner references: the
+caller adopts). The certificates' Secrets, which the Pods mount, come from certificates.desired_secrets()."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from odradek.operator.image import CONFIG_PATH, DATA_PATH, NODE_COMMAND
 
 CONFIG_KEY = "server.properties"
 CONFIG_HASH_ANNOTATION = "odradek.io/config-hash"
+CERTIFICATE_HASH_ANNOTATION = "odradek.io/certificate-hash"
 DELETE_CLAIM_ANNOTATION = "odradek.io/delete-claim"
 CLUSTER_LABEL = "odradek.io/cluster"
 POOL_LABEL = "odradek.io/pool"
@@ -28,14 +30,25 @@ CONTROLLER_ROLE_LABEL = "odradek.io/controller-role"
 NODE_UID = 1000
 TERMINATION_GRACE_SECONDS = 120
 _SERVICE_TYPES = {"nodeport": "NodePort", "loadbalancer": "LoadBalancer"}
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "odradek-operator"}  # deploy/operator.yaml's Deployment pods
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+# The node's certificates Secret (certificates.py), mounted beside server.properties.
+CERTS_DIR = posixpath.join(posixpath.dirname(CONFIG_PATH), "certs")
+NODE_KEYSTORE_KEY = "node.pem"  # the node's key and certificate chain: ssl.keystore.location
+CLUSTER_CA_BUNDLE_KEY = "ca.crt"  # the cluster CA's certificates: whom the nodes trust between themselves
+CLIENTS_CA_BUNDLE_KEY = "clients-ca.crt"  # the clients CA's: whom listeners with tls authentication trust
+_NODE_CERTS_KEYS = (NODE_KEYSTORE_KEY, CLUSTER_CA_BUNDLE_KEY, CLIENTS_CA_BUNDLE_KEY)  # what the node reads
+ORGANIZATION = "odradek"  # the O of the certificates the cluster CA issues
+OPERATOR_COMMON_NAME = "odradek-operator"
 
 # (node id, listener name) -> (host, port) clients outside Kubernetes reach that broker's listener at
 ExternalAddresses = Mapping[tuple[int, str], tuple[str, int]]
 
 _REPLICATION_COMMENT = (
-    "# REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are PLAINTEXT for now: TLS between\n"
-    "# nodes needs a certificate for every node from a cluster CA, which the operator does not issue yet.\n"
-    "# Only pods of this cluster should reach ports 9090 and 9091 (a NetworkPolicy can see to it).\n")
+    "# REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are mutual TLS: only holders of a\n"
+    "# certificate of the cluster CA (the nodes and the operator) connect, and the NetworkPolicy lets only this\n"
+    "# cluster's pods and the operator reach ports 9090 and 9091.\n")
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,23 @@ def bootstrap_service_name(cluster: str, listener: str | None = None) -> str:
 def node_address(cluster: str, namespace: str, pod: str) -> str:
     """A node's stable DNS name, through the headless Service (the pod's hostname and subdomain)."""
     return f"{pod}.{headless_service_name(cluster)}.{namespace}.svc"
+
+
+def node_certs_secret_name(pod: str) -> str:
+    return f"{pod}-certs"
+
+
+def node_common_name(cluster: str) -> str:
+    """The CN of every node's certificate: one principal for all nodes, so super.users stays as nodes come."""
+    return f"{cluster}-node"
+
+
+def node_principal(cluster: str) -> str:
+    return f"User:CN={node_common_name(cluster)},O={ORGANIZATION}"
+
+
+def operator_principal() -> str:
+    return f"User:CN={OPERATOR_COMMON_NAME},O={ORGANIZATION}"
 
 
 def config_hash(text: str) -> str:
@@ -100,15 +130,27 @@ def server_properties(spec: ClusterSpec, node: Node, cluster_nodes: list[Node], 
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": quorum_voters(spec, cluster_nodes, namespace),
         "listener.security.protocol.map": ",".join(
-            ["CONTROLLER:PLAINTEXT", "REPLICATION:PLAINTEXT"]
+            ["CONTROLLER:SSL", "REPLICATION:SSL"]
             + [f"{listener.listener_name}:{listener.security_protocol}" for listener in spec.listeners]),
         "log.dirs": DATA_PATH,
         "balancer.mode": spec.balancer_mode,
+        # every TLS listener presents the node's certificate; the nodes trust the cluster CA, and check the
+        # other node's DNS name against its certificate
+        "ssl.keystore.location": posixpath.join(CERTS_DIR, NODE_KEYSTORE_KEY),
+        "ssl.truststore.location": posixpath.join(CERTS_DIR, CLUSTER_CA_BUNDLE_KEY),
+        "ssl.endpoint.identification.algorithm": "https",
     }
+    if spec.authorization is not None:
+        settings["authorizer.class.name"] = STANDARD_AUTHORIZER
+        # the nodes reach each other, and the operator reaches them, as these: they need CLUSTER_ACTION and more
+        settings["super.users"] = ";".join([node_principal(spec.name), operator_principal()]
+                                           + [f"User:{name}" for name in spec.authorization.super_users])
     if pool.is_controller:
         listeners.append(f"CONTROLLER://:{CONTROLLER_PORT}")
+        settings["listener.name.controller.ssl.client.auth"] = "required"
     if pool.is_broker:
         listeners.append(f"REPLICATION://:{REPLICATION_PORT}")
+        settings["listener.name.replication.ssl.client.auth"] = "required"
         listeners += [f"{listener.listener_name}://:{listener.port}" for listener in spec.listeners]
         advertised = [f"REPLICATION://{address}:{REPLICATION_PORT}"]
         for listener in spec.listeners:
@@ -123,6 +165,7 @@ def server_properties(spec: ClusterSpec, node: Node, cluster_nodes: list[Node], 
                 settings[prefix + "sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
             elif listener.authentication == "tls":
                 settings[prefix + "ssl.client.auth"] = "required"
+                settings[prefix + "ssl.truststore.location"] = posixpath.join(CERTS_DIR, CLIENTS_CA_BUNDLE_KEY)
     settings["listeners"] = ",".join(listeners)
     if spec.metrics.enabled:
         settings["metrics.listener"] = f"http://0.0.0.0:{spec.metrics.port}"
@@ -134,21 +177,24 @@ def server_properties(spec: ClusterSpec, node: Node, cluster_nodes: list[Node], 
 
 
 def render(spec: ClusterSpec, node_ids: Mapping[str, list[int]], cluster_id: str, namespace: str,
-           external_addresses: ExternalAddresses | None = None) -> list[dict]:
+           external_addresses: ExternalAddresses | None = None, *,
+           certificate_hashes: Mapping[str, str] | None = None) -> list[dict]:
     """Every Kubernetes object of the cluster: the cluster-wide ones first (ServiceAccount, Services,
-    PodDisruptionBudget), then per node its ConfigMap, PVC, Pod and external Services. `external_addresses`
-    are the addresses of nodeport and loadbalancer listeners once their Services have them; until then a
-    broker advertises its pod's DNS name there."""
+    PodDisruptionBudget, NetworkPolicy), then per node its ConfigMap, PVC, Pod and external Services.
+    `external_addresses` are the addresses of nodeport and loadbalancer listeners once their Services have them;
+    until then a broker advertises its pod's DNS name there. `certificate_hashes` (pod name -> hash, from
+    certificates.node_certificate_hashes) go into each Pod's certificate-hash annotation, as the config hash:
+    a Pod whose hash differs restarts to take up its renewed certificates."""
     cluster_nodes = nodes(spec, node_ids)
     objects = [_service_account(spec, namespace), _headless_service(spec, namespace)]
     if any(listener.type == "internal" for listener in spec.listeners):
         objects.append(_bootstrap_service(spec, namespace, None))
     objects += [_bootstrap_service(spec, namespace, listener) for listener in spec.listeners if listener.is_external]
-    objects.append(_pod_disruption_budget(spec, namespace))
+    objects += [_pod_disruption_budget(spec, namespace), _network_policy(spec, namespace)]
     for node in cluster_nodes:
         text = server_properties(spec, node, cluster_nodes, namespace, external_addresses)
         objects += [_config_map(spec, node, namespace, text), _claim(spec, node, namespace),
-                    _pod(spec, node, namespace, cluster_id, text)]
+                    _pod(spec, node, namespace, cluster_id, text, (certificate_hashes or {}).get(node.name))]
         if node.pool.is_broker:
             objects += [_broker_service(spec, node, namespace, listener)
                         for listener in spec.listeners if listener.is_external]
@@ -229,6 +275,21 @@ def _pod_disruption_budget(spec: ClusterSpec, namespace: str) -> dict:
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(spec)}}}
 
 
+def _network_policy(spec: ClusterSpec, namespace: str) -> dict:
+    """Strimzi's: the controller and replication ports only from this cluster's pods and the operator's (in any
+    namespace), the client listeners and the metrics port from anywhere."""
+    internal = [{"protocol": "TCP", "port": port} for port in (CONTROLLER_PORT, REPLICATION_PORT)]
+    public = [{"protocol": "TCP", "port": listener.port} for listener in spec.listeners]
+    if spec.metrics.enabled:
+        public.append({"protocol": "TCP", "port": spec.metrics.port})
+    peers = [{"podSelector": {"matchLabels": _selector(spec)}},
+             {"podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}, "namespaceSelector": {}}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _metadata(f"{spec.name}-network-policy", namespace, cluster_labels(spec)),
+            "spec": {"podSelector": {"matchLabels": _selector(spec)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": peers, "ports": internal}, {"ports": public}]}}
+
+
 def _config_map(spec: ClusterSpec, node: Node, namespace: str, text: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _metadata(f"{node.name}-config", namespace, _node_labels(spec, node)),
@@ -246,12 +307,15 @@ def _claim(spec: ClusterSpec, node: Node, namespace: str) -> dict:
             "spec": claim_spec}
 
 
-def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: str) -> dict:
+def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: str,
+         certificate_hash: str | None) -> dict:
     pool = node.pool
     config_dir = posixpath.dirname(CONFIG_PATH)
     # The claim is mounted above the log dir: a fresh volume's lost+found stays out of log.dirs.
     data_dir = posixpath.dirname(DATA_PATH)
+    # The kubelet makes the mount point of certs inside the read-only config volume (Kubernetes 1.10 and later).
     mounts = [{"name": "config", "mountPath": config_dir, "readOnly": True},
+              {"name": "certs", "mountPath": CERTS_DIR, "readOnly": True},
               {"name": "data", "mountPath": data_dir}]
     container_security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     ports = []
@@ -289,6 +353,8 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
     if pool.resources:
         format_storage["resources"] = container["resources"]
     annotations = {CONFIG_HASH_ANNOTATION: config_hash(text)}
+    if certificate_hash is not None:
+        annotations[CERTIFICATE_HASH_ANNOTATION] = certificate_hash
     labels = _node_labels(spec, node) | {BROKER_ROLE_LABEL: _flag(pool.is_broker),
                                          CONTROLLER_ROLE_LABEL: _flag(pool.is_controller)}
     return {
@@ -308,6 +374,9 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
                 {"name": "config", "configMap": {"name": f"{node.name}-config",
                                                  "items": [{"key": CONFIG_KEY,
                                                             "path": posixpath.basename(CONFIG_PATH)}]}},
+                # readable by the node's group (fsGroup) only: node.pem holds the node's private key
+                {"name": "certs", "secret": {"secretName": node_certs_secret_name(node.name), "defaultMode": 0o440,
+                                             "items": [{"key": key, "path": key} for key in _NODE_CERTS_KEYS]}},
                 {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{node.name}"}},
             ],
         },

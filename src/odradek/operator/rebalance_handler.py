@@ -1,0 +1,119 @@
+"""OdradekRebalance, Strimzi's KafkaRebalance: a balancer proposal shown in status, carried out once approved.
+
+    New or refreshed  -> the balancer proposes (a dry run) -> ProposalReady, with optimizationResult
+    ProposalReady + `odradek.io/rebalance=approve` -> the request goes to the balancer service -> Rebalancing
+    Rebalancing -> Ready when the execution is done, Stopped when it stopped
+    Rebalancing + `odradek.io/rebalance=stop` -> the service stops it -> Stopped
+    any state + `odradek.io/rebalance=refresh` -> a new proposal
+A refused proposal or request is NotReady with the balancer's one-line reason. The annotation is consumed: the
+caller removes it once the pass has acted on it (`annotation_done`). The decision (`next_action`) is sans-I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from odradek.operator.connection import balancer_call
+from odradek.operator.status import status_conditions
+
+ANNOTATION = "odradek.io/rebalance"
+MODES = {"full": "rebalance", "add-brokers": "add_nodes", "remove-brokers": "remove_nodes"}
+STATES = ("New", "PendingProposal", "ProposalReady", "Rebalancing", "Stopped", "NotReady", "Ready")
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class RebalanceSpec:
+    operation: str
+    nodes: tuple[int, ...]
+    goals: tuple[str, ...] | None
+
+
+def parse_rebalance(resource: Mapping) -> RebalanceSpec:
+    """The balancer operation the resource asks for; ValueError (one line) for what the schema let through."""
+    spec = resource.get("spec") or {}
+    mode = spec.get("mode", "full")
+    if mode not in MODES:
+        raise ValueError(f"spec.mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    nodes = tuple(sorted(set(spec.get("brokers") or ())))
+    if mode != "full" and not nodes:
+        raise ValueError(f"spec.brokers: mode {mode} needs the brokers to add or remove")
+    goals = spec.get("goals")
+    return RebalanceSpec(MODES[mode], nodes if mode != "full" else (), tuple(goals) if goals else None)
+
+
+def state_of(resource: Mapping) -> str:
+    for condition in (resource.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in STATES and condition.get("status") == "True":
+            return condition["type"]
+    return "New"
+
+
+def next_action(state: str, annotation: str | None) -> str:
+    """What a pass does: propose, execute, stop, watch (an execution running) or nothing."""
+    if annotation == "refresh":
+        return "propose"
+    if state in ("New", "PendingProposal"):
+        return "propose"
+    if state == "ProposalReady" and annotation == "approve":
+        return "execute"
+    if state == "Rebalancing":
+        return "stop" if annotation == "stop" else "watch"
+    return "nothing"
+
+
+async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str]) -> tuple[dict, bool]:
+    """The whole status to write, and whether the annotation was acted on (and should be removed)."""
+    old = resource.get("status") or {}
+    annotation = ((resource.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    status = {key: old[key] for key in ("optimizationResult", "executionId") if key in old}
+    generation = (resource.get("metadata") or {}).get("generation")
+    if generation is not None:
+        status["observedGeneration"] = generation
+    try:
+        spec = parse_rebalance(resource)
+    except ValueError as e:
+        return status | {"conditions": status_conditions(old, [("NotReady", "InvalidSpec", str(e))])}, False
+    action = next_action(state_of(resource), annotation)
+    state, reason, message = state_of(resource), None, None
+    try:
+        if action == "propose":
+            planned = await balancer_call(client_config, "propose", spec.operation, spec.nodes, spec.goals)
+            proposal = planned.proposal
+            status["optimizationResult"] = {
+                "numReplicaMovements": len(proposal.replica_moves),
+                "numLeaderMovements": len(proposal.leadership_changes),
+                "dataToMoveMB": proposal.bytes_moved // MB,
+            }
+            status.pop("executionId", None)
+            state, reason = "ProposalReady", "ProposalComputed"
+            message = (f"{len(proposal.replica_moves)} replica moves, {len(proposal.leadership_changes)} leadership "
+                       f"changes; approve with the annotation {ANNOTATION}=approve")
+        elif action == "execute":
+            result = await balancer_call(client_config, "request", spec.operation, spec.nodes, spec.goals,
+                                     origin="operator")
+            status["executionId"] = result.execution_id or ""
+            state, reason, message = "Rebalancing", "Approved", f"execution {result.execution_id} started"
+        elif action == "stop":
+            await balancer_call(client_config, "request", "stop", origin="operator")
+            state, reason, message = "Stopped", "StopRequested", "stopped on request; moves in flight finish"
+        elif action == "watch":
+            balancer = await balancer_call(client_config, "status")
+            execution, progress = balancer.execution, balancer.progress
+            if execution is not None and execution.id == status.get("executionId") and progress is not None:
+                if progress.status == "done":
+                    state, reason = "Ready", "Executed"
+                    message = f"{progress.moves_done} replica moves and {progress.leadership_done} leadership changes done"
+                elif progress.status == "stopped":
+                    state, reason, message = "Stopped", "ExecutionStopped", "the balancer's execution was stopped"
+                else:
+                    reason = "Executing"
+                    message = f"{progress.moves_done} of {progress.moves_total} replica moves done"
+    except Exception as e:  # BalancerError (refused) and ControlError (no answer): one line, tried again later
+        state, reason, message = "NotReady", type(e).__name__, str(e)
+    if reason is None:
+        previous = next((c for c in old.get("conditions") or [] if c.get("type") == state), {})
+        reason, message = previous.get("reason", state), previous.get("message", "")
+    status["conditions"] = status_conditions(old, [(state, reason, message)])
+    return status, annotation is not None and action != "nothing"
