@@ -72,6 +72,7 @@ class Harness:
     kube: Kube
     kubelet: FakeKubelet
     cluster: ClusterWatch
+    operator: OperatorThread
 
     async def objects(self) -> dict[tuple[str, str], dict]:
         """Every object labelled for the cluster, by (kind, name)."""
@@ -85,6 +86,31 @@ class Harness:
         await self.kube.merge_patch(CLUSTERS, NS, NAME, {"spec": spec})
 
 
+class OperatorThread:
+    """`odradek operator` on a thread of its own, as it runs in production on its own process's loop."""
+
+    def __init__(self, server: str, address_map: AddressMap | None) -> None:
+        self.server, self.address_map = server, address_map
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    async def start(self) -> None:
+        self._stop, ready = threading.Event(), threading.Event()
+        self._thread = threading.Thread(name="odradek-operator", target=run_operator, args=(NS, self.server),
+                                        kwargs={"stop_flag": self._stop, "ready_flag": ready,
+                                                "reconcile_interval": RECONCILE_INTERVAL_S,
+                                                "reconcile_idle": RECONCILE_IDLE_S, "address_map": self.address_map})
+        self._thread.start()
+        async with asyncio.timeout(DEADLINE_S):
+            await asyncio.to_thread(ready.wait)
+
+    async def stop(self) -> None:
+        assert self._thread is not None
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, DEADLINE_S)
+        assert not self._thread.is_alive(), "the operator did not stop"
+
+
 @contextlib.asynccontextmanager
 async def operator_harness(runtime: Callable[[Kube], PodRuntime] | None = None,
                            address_map: AddressMap | None = None) -> AsyncIterator[Harness]:
@@ -92,26 +118,19 @@ async def operator_harness(runtime: Callable[[Kube], PodRuntime] | None = None,
     the Pods' addresses (the real nodes' mapped ports)."""
     async with (kube_emulator() as emulator, Kube(Connection(server=str(emulator.url))) as kube,
                 FakeKubelet(kube, NS, runtime(kube) if runtime else None) as kubelet, ClusterWatch(kube) as cluster):
-        stop, ready = threading.Event(), threading.Event()
-        thread = threading.Thread(name="odradek-operator", target=run_operator, args=(NS, str(emulator.url)),
-                                  kwargs={"stop_flag": stop, "ready_flag": ready,
-                                          "reconcile_interval": RECONCILE_INTERVAL_S,
-                                          "reconcile_idle": RECONCILE_IDLE_S, "address_map": address_map})
-        thread.start()
+        operator = OperatorThread(str(emulator.url), address_map)
+        await operator.start()
         try:
             async with asyncio.timeout(DEADLINE_S):
-                await asyncio.to_thread(ready.wait)
                 # kmock can miss an object created while a watch starts: create nothing before the operator, the
                 # kubelet and ClusterWatch watch. The emulator's request log has no notification, hence the short polls.
                 clusters = kmock.resource(f"{CLUSTERS.api_version}/{CLUSTERS.plural}")
                 while not (len(emulator[kmock.action.WATCH, clusters]) >= 2  # the operator's and ClusterWatch's
                            and emulator[kmock.action.WATCH, kmock.resource("v1/pods")]):
                     await asyncio.sleep(0.02)
-            yield Harness(emulator, kube, kubelet, cluster)
+            yield Harness(emulator, kube, kubelet, cluster, operator)
         finally:
-            stop.set()
-            await asyncio.to_thread(thread.join, DEADLINE_S)
-            assert not thread.is_alive(), "the operator did not stop"
+            await operator.stop()
 
 
 def run(test: Callable[[Harness], object]) -> None:

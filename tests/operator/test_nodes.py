@@ -1,11 +1,16 @@
 """The operator running real Odradek nodes: the fake kubelet starts `odradek server` for each Pod from the Pod's
-own command, init container, ConfigMap and claim (node_runtime.py), and the operator reaches the nodes as it does
-in a cluster, through their REPLICATION listener. Clients: confluent-kafka and kafka-python.
+own command, init containers, ConfigMap, Secret and claim (node_runtime.py), and the operator reaches the nodes as
+it does in a cluster, through their REPLICATION listener over mutual TLS. Clients: confluent-kafka and
+kafka-python.
 
-One cluster, one test, in the order a team lives it: created; a configuration change rolled one node at a time
-while an idempotent acks=all producer and a read_committed consumer run, the ISR never below min.insync.replicas;
-scaled from 3 to 4 nodes (the balancer gives the new broker load) and back to 3 (the balancer drains it before
-its Pod goes); every acknowledged record read once, in order."""
+Two clusters, each a test in the order a team lives it:
+- created; a configuration change rolled one node at a time while an idempotent acks=all producer and a
+  read_committed consumer run, the operator restarted mid-roll, the ISR never below min.insync.replicas; a node
+  killed with kill -9 and restarted by the kubelet; scaled from 3 to 4 nodes (the balancer gives the new broker
+  load) and back to 3 (the balancer drains it before its Pod goes); every acknowledged record read once, in order.
+- with a TLS listener for SCRAM-SHA-512 clients and ACLs: an OdradekTopic, an OdradekUser whose Secret's password
+  lets clients do what its ACLs allow and nothing else, an OdradekRebalance proposed and carried out once
+  approved, and the user and topic deleted."""
 
 from __future__ import annotations
 
@@ -167,6 +172,10 @@ async def clients_through_roll_and_scaling(harness: Harness, admin: AdminClient,
     # A configuration change: every node restarted once, one at a time, the ISR never below min.insync.replicas.
     with IsrWatch(admin, topic) as isr:
         await harness.patch_spec({"config": resource["spec"]["config"] | {"log.retention.hours": "100"}})
+        # The operator itself restarted mid-roll (what it remembered is gone): the roll goes on as safely.
+        await harness.kubelet.wait_for(lambda kubelet: kubelet.count("stopped") == 1, DEADLINE_S)
+        await harness.operator.stop()
+        await harness.operator.start()
         rolled = await wait_cluster(
             harness, lambda r: ready_with(3)(r) and condition(r, "Warning") is None
             and all(harness.kubelet.count("ready", pod) == 2 for pod in COMBINED), "the rolling restart")
@@ -181,6 +190,14 @@ async def clients_through_roll_and_scaling(harness: Harness, admin: AdminClient,
     assert isr.smallest and min(isr.smallest.values()) >= MIN_ISR, isr.smallest
     pods = await harness.kube.list(PODS, NS)
     assert all("log.retention.hours=100" in config for config in [await _config(harness, pod) for pod in pods])
+
+    # kill -9 of a node: the kubelet starts it again (restartPolicy Always), and the cluster is whole again.
+    victim = COMBINED[1]
+    harness.kubelet.procs[victim].kill()
+    await harness.kubelet.wait_for(lambda kubelet: kubelet.count("ready", victim) == 3, DEADLINE_S)
+    await wait_cluster(harness, ready_with(3), "three nodes ready after a kill -9")
+    await asyncio.to_thread(wait_for, lambda: all(len(p.isrs) == 3 for p in admin.list_topics(
+        topic, timeout=10).topics[topic].partitions.values()), DEADLINE_S, "the killed node back in every ISR")
     produced_before_scaling = traffic.produced()
 
     # Scale out: a broker-only node 3 joins and the balancer gives it replicas.

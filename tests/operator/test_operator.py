@@ -4,16 +4,18 @@ serves the API and runs the kubelet. Every wait is on an event (a watch, the kub
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
 
 from odradek.operator.cluster_handler import OWNED, desired_objects
 from odradek.operator.cluster_spec import parse_cluster
-from odradek.operator.kube import CLAIMS, CLUSTERS, CONFIG_MAPS, PODS, SERVICES
+from odradek.operator.kube import CLAIMS, CLUSTERS, CONFIG_MAPS, PODS, SECRETS, SERVICES
 from odradek.operator.main import FINALIZER
 from odradek.operator.render import CONFIG_HASH_ANNOTATION
 from tests.operator.harness import NAME, NS, Harness, condition, ready_with, run
@@ -122,36 +124,80 @@ def test_an_invalid_spec_is_reported_and_touches_nothing():
     run(test)
 
 
-def test_scaling_up_adds_a_node_with_a_new_id_and_scaling_down_keeps_a_broker_nobody_can_drain():
+def test_a_broker_pool_scales_up_with_new_ids_and_a_broker_nobody_can_drain_is_kept():
     async def test(harness: Harness) -> None:
         resource = await create_ready_cluster(harness)
         cluster_id = resource["status"]["clusterId"]
         pools = copy.deepcopy(resource["spec"]["nodePools"])
+        brokers = {"name": "brokers", "replicas": 1, "roles": ["broker"], "storage": {"size": "1Gi"}}
 
-        pools[0]["replicas"] = 4
-        await harness.patch_spec({"nodePools": pools})
-        await harness.kubelet.wait_for(lambda kubelet: f"{NAME}-combined-3" in kubelet.procs)
+        await harness.patch_spec({"nodePools": [*pools, brokers]})
+        await harness.kubelet.wait_for(lambda kubelet: f"{NAME}-brokers-3" in kubelet.procs)
         grown = await harness.cluster.wait_for(ready_with(4))
-        assert grown["status"]["nodeIds"] == {"combined": [0, 1, 2, 3]}
+        assert grown["status"]["nodeIds"] == {"combined": [0, 1, 2], "brokers": [3]}
         assert grown["status"]["clusterId"] == cluster_id
         stored = await assert_objects_match_render(harness, grown)
-        for key in (("Pod", f"{NAME}-combined-3"), ("ConfigMap", f"{NAME}-combined-3-config"),
-                    ("PersistentVolumeClaim", f"data-{NAME}-combined-3"), ("Service", f"{NAME}-combined-3-external")):
+        for key in (("Pod", f"{NAME}-brokers-3"), ("ConfigMap", f"{NAME}-brokers-3-config"),
+                    ("PersistentVolumeClaim", f"data-{NAME}-brokers-3"), ("Service", f"{NAME}-brokers-3-external"),
+                    ("Secret", f"{NAME}-brokers-3-certs")):
             assert key in stored
-        # node 3 joins the quorum: the others' configuration changed, and they wait for a rolling restart
-        assert condition(grown, "Warning")["message"].startswith("RestartPending: nodes 0, 1, 2 ")
+        # a broker joins without touching the quorum: no other node's configuration changed
+        assert condition(grown, "Warning") is None
 
         # Scaling down: the removed broker keeps running until the balancer has moved its replicas off it; with
         # `sleep` for nodes nothing answers, so it is kept and the reason reported (tests/operator/test_nodes.py
         # drains real nodes).
-        pools[0]["replicas"] = 3
-        await harness.patch_spec({"nodePools": pools})
+        await harness.patch_spec({"nodePools": [*pools, brokers | {"replicas": 0}]})
         shrunk = await harness.cluster.wait_for(lambda r: _warning(r, "ScaleDownPending") is not None)
-        assert shrunk["status"]["nodeIds"] == {"combined": [0, 1, 2]}
+        assert shrunk["status"]["nodeIds"] == {"combined": [0, 1, 2], "brokers": []}
         assert "nodes 3 wait to be drained: no broker answered" in _warning(shrunk, "ScaleDownPending")["message"]
         stored = await harness.objects()
-        assert ("Pod", f"{NAME}-combined-3") in stored and ("ConfigMap", f"{NAME}-combined-3-config") in stored
-        assert f"{NAME}-combined-3" in harness.kubelet.procs
+        assert ("Pod", f"{NAME}-brokers-3") in stored and ("ConfigMap", f"{NAME}-brokers-3-config") in stored
+        assert f"{NAME}-brokers-3" in harness.kubelet.procs
+
+    run(test)
+
+
+def test_changing_the_controllers_of_a_running_cluster_is_refused_and_changes_nothing():
+    async def test(harness: Harness) -> None:
+        resource = await create_ready_cluster(harness)
+        before = await harness.objects()
+        pools = copy.deepcopy(resource["spec"]["nodePools"])
+        pools[0]["replicas"] = 4
+        await harness.patch_spec({"nodePools": pools})
+        refused = await harness.cluster.wait_for(lambda r: condition(r, "NotReady") is not None)
+        message = condition(refused, "NotReady")["message"]
+        assert condition(refused, "NotReady")["reason"] == "InvalidSpec"
+        assert "nodes 0, 1, 2 are the voters, the spec asks for 0, 1, 2, 3" in message, message
+        after = await harness.objects()
+        assert set(after) == set(before)
+        assert all(after[key].get("data") == before[key].get("data") for key in before)
+        assert sorted(harness.kubelet.procs) == [f"{NAME}-combined-{i}" for i in range(3)]
+
+    run(test)
+
+
+def test_load_balancer_addresses_are_advertised_named_in_certificates_and_reported():
+    async def test(harness: Harness) -> None:
+        await create_ready_cluster(harness)
+        for node_id in range(3):  # what a cloud's load balancer controller writes
+            await harness.kube.merge_patch(
+                SERVICES, NS, f"{NAME}-combined-{node_id}-external",
+                {"status": {"loadBalancer": {"ingress": [{"hostname": f"lb-{node_id}.example.com"}]}}},
+                subresource="status")
+        external = "lb-0.example.com:9094,lb-1.example.com:9094,lb-2.example.com:9094"
+        seen = await harness.cluster.wait_for(lambda r: any(
+            listener["name"] == "external" for listener in (r.get("status") or {}).get("listeners") or []))
+        assert {"name": "external", "type": "loadbalancer", "bootstrapServers": external} in seen["status"]["listeners"]
+        config = (await harness.kube.get(CONFIG_MAPS, NS, f"{NAME}-combined-1-config"))["data"]["server.properties"]
+        assert "EXTERNAL://lb-1.example.com:9094" in config
+        certificate = x509.load_pem_x509_certificate(base64.b64decode(
+            (await harness.kube.get(SECRETS, NS, f"{NAME}-combined-1-certs"))["data"]["node.crt"]))
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "lb-1.example.com" in names.get_values_for_type(x509.DNSName)
+        # the nodes run the old configuration and certificates until restarted (nothing to observe here: `sleep`)
+        pending = await harness.cluster.wait_for(lambda r: _warning(r, "RestartPending") is not None)
+        assert _warning(pending, "RestartPending")["message"].startswith("RestartPending: nodes 0, 1, 2 ")
 
     run(test)
 

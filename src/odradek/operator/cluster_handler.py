@@ -18,6 +18,7 @@ an operator restarted mid-way starts with an empty one and asks again, which is 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,12 +31,14 @@ from odradek.operator.kube import (
     CONFIG_MAPS,
     DISRUPTION_BUDGETS,
     NETWORK_POLICIES,
+    NODES,
     PODS,
     SECRETS,
     SERVICE_ACCOUNTS,
     SERVICES,
     AlreadyExists,
     Kube,
+    KubeError,
     Resource,
     resource_of,
 )
@@ -45,9 +48,13 @@ from odradek.operator.render import (
     CERTIFICATE_HASH_ANNOTATION,
     CLUSTER_LABEL,
     CONFIG_HASH_ANNOTATION,
+    CONFIG_KEY,
     DELETE_CLAIM_ANNOTATION,
     NODE_ID_LABEL,
+    ExternalAddresses,
+    Node,
     bootstrap_service_name,
+    config_hash,
     nodes,
     render,
 )
@@ -70,10 +77,13 @@ OWNED = (SECRETS, SERVICE_ACCOUNTS, SERVICES, NETWORK_POLICIES, DISRUPTION_BUDGE
 _PATCHED = {CONFIG_MAPS: "data", SECRETS: "data", SERVICES: "spec", DISRUPTION_BUDGETS: "spec",
             NETWORK_POLICIES: "spec"}
 BALANCER_TIMEOUT_S = 60.0
+POD_SPEC_HASH_ANNOTATION = "odradek.io/pod-spec-hash"
+_NODE_ADDRESS_TYPES = ("ExternalDNS", "ExternalIP", "InternalDNS", "InternalIP", "Hostname")
 INSTANCE_LABEL = "app.kubernetes.io/instance"  # on what render() makes; a user's Secret has the cluster label only
 # A Pod annotation that differs from the rendered one, and why the node restarts for it.
 _RESTART_REASONS = ((CONFIG_HASH_ANNOTATION, "configuration changed"),
-                    (CERTIFICATE_HASH_ANNOTATION, "certificates changed"))
+                    (CERTIFICATE_HASH_ANNOTATION, "certificates changed"),
+                    (POD_SPEC_HASH_ANNOTATION, "pod spec changed"))
 
 
 @dataclass
@@ -107,9 +117,13 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
 
     existing = await _existing(kube, namespace, spec.name)
     cluster_nodes = nodes(spec, node_ids)
+    external = await _external_addresses(kube, spec, cluster_nodes, existing)
     desired = desired_objects(spec, node_ids, cluster_id, namespace,
                               {name: obj.get("data") or {} for (kind, name), obj in existing.items() if kind == SECRETS},
-                              datetime.datetime.now(datetime.UTC))
+                              datetime.datetime.now(datetime.UTC), external)
+    if (refusal := _quorum_change(existing, desired)) is not None:
+        status["conditions"] = status_conditions(old_status, [("NotReady", "InvalidSpec", refusal)])
+        return status
     for obj in desired:
         _adopt(obj, resource)
     wanted = {(resource_of(obj), obj["metadata"]["name"]) for obj in desired}
@@ -187,10 +201,7 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
 
     total = len(node_states) + sum(1 for node_id, pod in pods.items() if pod is None)
     status["readyNodes"] = ready
-    status["listeners"] = [
-        {"name": listener.name, "type": listener.type,
-         "bootstrapServers": f"{bootstrap_service_name(spec.name)}.{namespace}.svc:{listener.port}"}
-        for listener in spec.listeners if listener.type == "internal"]
+    status["listeners"] = _listener_status(spec, namespace, cluster_nodes, external)
     wanted_conditions = ([("Ready", "AllNodesReady", f"{ready} of {total} nodes ready")] if ready == total else
                          [("NotReady", "NodesNotReady", f"{ready} of {total} nodes ready")])
     status["conditions"] = status_conditions(old_status, wanted_conditions + warnings)
@@ -198,13 +209,102 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
 
 
 def desired_objects(spec: ClusterSpec, node_ids: Mapping[str, list[int]], cluster_id: str, namespace: str,
-                    secrets: Mapping[str, Mapping[str, str]], now: datetime.datetime) -> list[dict]:
+                    secrets: Mapping[str, Mapping[str, str]], now: datetime.datetime,
+                    external_addresses: ExternalAddresses | None = None) -> list[dict]:
     """Every object the cluster should have: its certificates' Secrets (from the existing Secrets' data, by
-    name), then render()'s objects, each Pod annotated with its certificates' hash."""
+    name), then render()'s objects, each Pod annotated with its certificates' hash and its own spec's hash (a
+    new image or new resources restart the node as a new configuration does)."""
     cluster_nodes = nodes(spec, node_ids)
-    wanted_secrets = desired_secrets(spec, cluster_nodes, namespace, secrets, now)
-    return wanted_secrets + render(spec, node_ids, cluster_id, namespace,
-                                   certificate_hashes=node_certificate_hashes(wanted_secrets, cluster_nodes))
+    wanted_secrets = desired_secrets(spec, cluster_nodes, namespace, secrets, now, external_addresses)
+    objects = wanted_secrets + render(spec, node_ids, cluster_id, namespace, external_addresses,
+                                      certificate_hashes=node_certificate_hashes(wanted_secrets, cluster_nodes))
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            spec_text = json.dumps(obj["spec"], sort_keys=True, separators=(",", ":"))
+            obj["metadata"]["annotations"][POD_SPEC_HASH_ANNOTATION] = config_hash(spec_text)
+    return objects
+
+
+def _listener_status(spec: ClusterSpec, namespace: str, cluster_nodes: list[Node],
+                     external: Mapping[tuple[int, str], tuple[str, int]]) -> list[dict]:
+    """Each listener's bootstrap servers: the bootstrap Service of internal ones; for nodeport and loadbalancer
+    listeners every broker's external address, once Kubernetes has given them all (until then the listener is
+    left out: a partial list would send clients to brokers they cannot reach)."""
+    found = []
+    for listener in spec.listeners:
+        if listener.type == "internal":
+            servers = [f"{bootstrap_service_name(spec.name)}.{namespace}.svc:{listener.port}"]
+        else:
+            brokers = [node.node_id for node in cluster_nodes if node.pool.is_broker]
+            if not brokers or any((node_id, listener.name) not in external for node_id in brokers):
+                continue
+            servers = [f"{host}:{port}" for host, port in (external[node_id, listener.name] for node_id in brokers)]
+        found.append({"name": listener.name, "type": listener.type, "bootstrapServers": ",".join(servers)})
+    return found
+
+
+def _quorum_change(existing: Mapping[tuple[Resource, str], dict], desired: list[dict]) -> str | None:
+    """Why the spec cannot be applied when it changes the controllers: the metadata quorum's voters are static
+    (controller.quorum.voters), and nodes restarted with another voter set could elect two leaders."""
+    running = {_voters(obj["data"].get(CONFIG_KEY, "")) for (kind, _), obj in existing.items() if kind == CONFIG_MAPS}
+    running.discard(None)
+    wanted = {_voters(obj["data"][CONFIG_KEY]) for obj in desired if obj["kind"] == "ConfigMap"}
+    if not running or running == wanted:
+        return None
+    before, after = sorted(running)[0], sorted(wanted)[0]
+    return (f"spec.nodePools: the controllers cannot change once the cluster runs (the metadata quorum's voters "
+            f"are static): nodes {_voter_ids(before)} are the voters, the spec asks for {_voter_ids(after)}")
+
+
+def _voters(properties: str) -> str | None:
+    for line in properties.splitlines():
+        if line.startswith("controller.quorum.voters="):
+            return line.partition("=")[2]
+    return None
+
+
+def _voter_ids(voters: str) -> str:
+    return ", ".join(entry.partition("@")[0] for entry in voters.split(","))
+
+
+async def _external_addresses(kube: Kube, spec: ClusterSpec, cluster_nodes: list[Node],
+                              existing: Mapping[tuple[Resource, str], dict]) -> dict[tuple[int, str], tuple[str, int]]:
+    """Where clients outside Kubernetes reach each broker's nodeport and loadbalancer listeners, as far as
+    Kubernetes has said yet: a load balancer's ingress hostname or IP, or the address of the Kubernetes node the
+    Pod runs on with the Service's node port. A broker without one yet advertises its DNS name there."""
+    found = {}
+    for node in cluster_nodes:
+        for listener in spec.listeners:
+            service = existing.get((SERVICES, f"{node.name}-{listener.name}"))
+            if service is None:
+                continue
+            if listener.type == "loadbalancer":
+                ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+                host = next((i.get("hostname") or i.get("ip") for i in ingress if i.get("hostname") or i.get("ip")),
+                            None)
+                if host:
+                    found[node.node_id, listener.name] = (host, listener.port)
+            elif listener.type == "nodeport":
+                node_port = next((p.get("nodePort") for p in (service.get("spec") or {}).get("ports") or []), None)
+                pod = existing.get((PODS, node.name))
+                host = await _kubernetes_node_address(kube, ((pod or {}).get("spec") or {}).get("nodeName"))
+                if node_port and host:
+                    found[node.node_id, listener.name] = (host, node_port)
+    return found
+
+
+async def _kubernetes_node_address(kube: Kube, node_name: str | None) -> str | None:
+    """A Kubernetes node's address, in Strimzi's order of preference."""
+    if not node_name:
+        return None
+    try:
+        addresses = ((await kube.get(NODES, None, node_name)).get("status") or {}).get("addresses") or []
+    except KubeError as e:
+        if e.status == 404:
+            return None
+        raise
+    by_type = {a.get("type"): a.get("address") for a in addresses}
+    return next((by_type[kind] for kind in _NODE_ADDRESS_TYPES if by_type.get(kind)), None)
 
 
 async def _roll(kube: Kube, namespace: str, cluster: str, node_states: list[NodeState], pod_names: Mapping[int, str],

@@ -82,6 +82,7 @@ class QuorumDriver:
         self._fetch_in_flight = False
         self._tick_scheduled = False
         self._tasks: set[asyncio.Task] = set()
+        self._stopped = False
         self._ticker: asyncio.Task | None = None
         self.leader_changed = asyncio.Event()  # set whenever the known leader or epoch changes
         self.on_commit_latency: Callable[[float], None] | None = None  # ms from propose to applied (metrics)
@@ -96,6 +97,9 @@ class QuorumDriver:
     async def stop(self) -> None:
         self._step(self.core.resign(monotonic_ms()))  # hand over at once rather than after a fetch timeout
         await asyncio.sleep(0.05)  # let EndQuorumEpoch go out
+        # From now on neither a tick already scheduled nor a reply arriving reaches the core: either could start or
+        # win an election and append to the log closed below.
+        self._stopped = True
         for task in [self._ticker, *self._tasks]:
             if task is not None:
                 task.cancel()
@@ -157,6 +161,8 @@ class QuorumDriver:
 
     def _tick(self) -> None:
         self._tick_scheduled = False
+        if self._stopped:
+            return
         try:
             self._step(self.core.tick(monotonic_ms()))
         except Exception:
@@ -194,7 +200,7 @@ class QuorumDriver:
         finally:
             if isinstance(message, FetchRequest):
                 self._fetch_in_flight = False
-        if reply is not None:
+        if reply is not None and not self._stopped:
             self._step(self.core.handle(reply, monotonic_ms()))
 
     async def _call(self, dst: int, message: Message) -> Message | None:
