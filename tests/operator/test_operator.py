@@ -4,6 +4,7 @@ serves the API and runs the kubelet. Every wait is on an event (a watch, the kub
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import datetime
@@ -253,5 +254,31 @@ def test_deleting_the_cluster_removes_its_objects_and_stops_its_nodes_but_keeps_
             assert await harness.kube.list(kind, NS) == []
         assert len(await harness.kube.list(CLAIMS, NS)) == 3
         assert sorted(what for what, _ in harness.kubelet.history if what != "ready") == ["started"] * 3 + ["stopped"] * 3
+
+    run(test)
+
+
+def test_claims_follow_delete_claim_and_a_new_size_is_reported_not_applied():
+    async def test(harness: Harness) -> None:
+        resource = await create_ready_cluster(harness)
+        pools = copy.deepcopy(resource["spec"]["nodePools"])
+        pools[0]["storage"] = {"size": "10Gi", "deleteClaim": True}
+        await harness.patch_spec({"nodePools": pools})
+        await harness.cluster.wait_for(lambda r: r["status"].get("observedGeneration") == 2)
+
+        async def claims() -> list[dict]:
+            return [c for c in await harness.kube.list(CLAIMS, NS) if c["metadata"]["name"].startswith("data-")]
+
+        async with asyncio.timeout(30):
+            while not all(c["metadata"].get("ownerReferences") for c in await claims()):
+                await asyncio.sleep(0.1)
+        pools[0]["storage"] = {"size": "20Gi", "deleteClaim": False}
+        await harness.patch_spec({"nodePools": pools})
+        reported = await harness.cluster.wait_for(lambda r: _warning(r, "StorageChangeIgnored") is not None)
+        assert "claims data-my-cluster-combined-0, " in _warning(reported, "StorageChangeIgnored")["message"]
+        kept = await claims()
+        # a kept claim has no owner: deleting the cluster on a real Kubernetes cluster leaves it to the user
+        assert all(not c["metadata"].get("ownerReferences") for c in kept)
+        assert {c["spec"]["resources"]["requests"]["storage"] for c in kept} == {"10Gi"}
 
     run(test)

@@ -141,6 +141,7 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
             await kube.delete(kind, namespace, name)
 
     pods: dict[int, dict | None] = {}
+    unchanged_claims: list[str] = []
     for obj in desired:
         kind, name = resource_of(obj), obj["metadata"]["name"]
         current = existing.get((kind, name))
@@ -155,9 +156,14 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
             continue
         if kind == CLAIMS:
             wanted_flag = _annotation(obj, DELETE_CLAIM_ANNOTATION)
-            if _annotation(current, DELETE_CLAIM_ANNOTATION) != wanted_flag:
-                await kube.merge_patch(kind, namespace, name,
-                                       {"metadata": {"annotations": {DELETE_CLAIM_ANNOTATION: wanted_flag}}})
+            owners = obj["metadata"].get("ownerReferences")
+            if _annotation(current, DELETE_CLAIM_ANNOTATION) != wanted_flag or \
+                    bool(current["metadata"].get("ownerReferences")) != bool(owners):
+                # the owner reference goes with deleteClaim: a kept claim must not be garbage collected
+                await kube.merge_patch(kind, namespace, name, {"metadata": {
+                    "annotations": {DELETE_CLAIM_ANNOTATION: wanted_flag}, "ownerReferences": owners}})
+            if not _claim_matches(current, obj):
+                unchanged_claims.append(name)
         elif kind in _PATCHED:
             part = _PATCHED[kind]
             if not _contains(current.get(part) or {}, obj[part]):
@@ -183,6 +189,10 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
                        if node_id not in (old_status.get("nodeIds") or {}).get(pool.name, [node_id])}
 
     warnings: list[tuple[str, str, str]] = []
+    if unchanged_claims:
+        warnings.append(("Warning", "StorageChangeIgnored",
+                         f"StorageChangeIgnored: claims {', '.join(unchanged_claims)} keep their size and class: "
+                         "the operator does not resize or move claims"))
     if leaving or memory.restarting or memory.filling or any(n.needs_restart for n in node_states):
         properties = admin_properties(spec, node_ids, namespace, operator_tls(namespace, spec.name, _data_of(desired, operator_secret_name(spec.name))),
                                       address_map)
@@ -409,6 +419,17 @@ def _pending(node_states: list[NodeState]) -> list[int]:
 
 def _data_of(objects: list[dict], name: str) -> Mapping[str, str]:
     return next(obj["data"] for obj in objects if obj["metadata"]["name"] == name)
+
+
+def _claim_matches(current: Mapping, wanted: Mapping) -> bool:
+    """The claim's size and class are the spec's (a class the spec leaves unset is the cluster's default, which
+    the API server fills in)."""
+    def storage(claim: Mapping) -> str | None:
+        return (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+
+    wanted_class = wanted["spec"].get("storageClassName")
+    return storage(current) == storage(wanted) and (
+        wanted_class is None or (current.get("spec") or {}).get("storageClassName") == wanted_class)
 
 
 def _ids(node_ids) -> str:

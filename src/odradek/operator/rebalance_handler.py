@@ -5,8 +5,10 @@
     Rebalancing -> Ready when the execution is done, Stopped when it stopped
     Rebalancing + `odradek.io/rebalance=stop` -> the service stops it -> Stopped
     any state + `odradek.io/rebalance=refresh` -> a new proposal
-A refused proposal or request is NotReady with the balancer's one-line reason. The annotation is consumed: the
-caller removes it once the pass has acted on it (`annotation_done`). The decision (`next_action`) is sans-I/O.
+A proposal or request the balancer refuses is NotReady with its one-line reason, until a refresh. When the balancer
+does not answer at all, the state stays (PendingProposal while a proposal is wanted, Rebalancing while one runs)
+with the reason in the message, and the next pass asks again. The annotation is consumed: the caller removes it
+once a pass has acted on it. The decision (`next_action`) is sans-I/O.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from odradek.balancer.control import ControlError
+from odradek.balancer.model import BalancerError
 from odradek.operator.connection import balancer_call
 from odradek.operator.status import status_conditions
 
 ANNOTATION = "odradek.io/rebalance"
 MODES = {"full": "rebalance", "add-brokers": "add_nodes", "remove-brokers": "remove_nodes"}
 STATES = ("New", "PendingProposal", "ProposalReady", "Rebalancing", "Stopped", "NotReady", "Ready")
-MB = 1_000_000
+MB = 1 << 20  # as Cruise Control's dataToMoveMB (and the balancer's REST API)
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,10 @@ def state_of(resource: Mapping) -> str:
     return "New"
 
 
-def next_action(state: str, annotation: str | None) -> str:
-    """What a pass does: propose, execute, stop, watch (an execution running) or nothing."""
-    if annotation == "refresh":
+def next_action(state: str, annotation: str | None, spec_changed: bool = False) -> str:
+    """What a pass does: propose, execute, stop, watch (an execution running) or nothing. A spec changed since
+    the last proposal (and not running) is proposed again, its old proposal no longer meaning anything."""
+    if annotation == "refresh" or (spec_changed and state != "Rebalancing"):
         return "propose"
     if state in ("New", "PendingProposal"):
         return "propose"
@@ -75,7 +80,8 @@ async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str
         spec = parse_rebalance(resource)
     except ValueError as e:
         return status | {"conditions": status_conditions(old, [("NotReady", "InvalidSpec", str(e))])}, False
-    action = next_action(state_of(resource), annotation)
+    spec_changed = "observedGeneration" in old and old["observedGeneration"] != generation
+    action = next_action(state_of(resource), annotation, spec_changed)
     state, reason, message = state_of(resource), None, None
     try:
         if action == "propose":
@@ -101,7 +107,11 @@ async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str
         elif action == "watch":
             balancer = await balancer_call(client_config, "status")
             execution, progress = balancer.execution, balancer.progress
-            if execution is not None and execution.id == status.get("executionId") and progress is not None:
+            if execution is not None and execution.id != status.get("executionId"):
+                # one execution at a time: a later one means this one ended (done or stopped) before it began
+                state, reason = "Ready", "Executed"
+                message = f"execution {status.get('executionId') or '-'} is over; the balancer has since run another"
+            elif execution is not None and progress is not None:
                 if progress.status == "done":
                     state, reason = "Ready", "Executed"
                     message = f"{progress.moves_done} replica moves and {progress.leadership_done} leadership changes done"
@@ -110,8 +120,13 @@ async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str
                 else:
                     reason = "Executing"
                     message = f"{progress.moves_done} of {progress.moves_total} replica moves done"
-    except Exception as e:  # BalancerError (refused) and ControlError (no answer): one line, tried again later
-        state, reason, message = "NotReady", type(e).__name__, str(e)
+    except BalancerError as e:  # refused: it would be refused again, until the cluster or the spec changes
+        state, reason, message = "NotReady", "Refused", str(e)
+    except ControlError as e:  # no answer: asked again on the next pass
+        state = "PendingProposal" if action == "propose" else state_of(resource)
+        reason, message = "BalancerUnavailable", str(e)
+        if action == "execute":  # not started: the approval stays to be acted on
+            return status | {"conditions": status_conditions(old, [(state, reason, message)])}, False
     if reason is None:
         previous = next((c for c in old.get("conditions") or [] if c.get("type") == state), {})
         reason, message = previous.get("reason", state), previous.get("message", "")
