@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LONG_MAX = 9223372036854775807
+# Kafka's config providers (config_providers.py): config.providers and config.providers.<name>.* are read when
+# the configuration is loaded, as in Kafka's AbstractConfig, not settings of their own.
+CONFIG_PROVIDERS = "config.providers"
 
 
 class ConfigError(ValueError):
@@ -459,7 +462,8 @@ class BrokerConfig:
             raw = self.explicit.get(definition.name)
             self.values[definition.name] = definition.default if raw is None else convert(definition, raw)
         self.unknown = sorted(name for name in self.explicit
-                              if name not in BROKER_CONFIG_BY_NAME and unprefixed(name) not in BROKER_CONFIG_BY_NAME)
+                              if name not in BROKER_CONFIG_BY_NAME and unprefixed(name) not in BROKER_CONFIG_BY_NAME
+                              and name != CONFIG_PROVIDERS and not name.startswith(CONFIG_PROVIDERS + "."))
         self._validate()
 
     @classmethod
@@ -471,7 +475,9 @@ class BrokerConfig:
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
         props.update(parse_overrides(overrides))
-        return cls(props)
+        from odradek.config_providers import resolve_config_providers  # it builds on this module
+
+        return cls(resolve_config_providers(props))
 
     def __getitem__(self, name: str):
         return self.values[name]

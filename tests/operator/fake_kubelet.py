@@ -1,6 +1,7 @@
 """A fake kubelet for tests: starts a process for each Pod of a namespace, reports it Running and, once its
 runtime says so, Ready; stops it when the Pod is deleted (SIGTERM, then SIGKILL after a grace period), and starts
-it again if it exits by itself (restartPolicy Always), not ready meanwhile. A Pod recreated under the same name
+it again after a back-off if it exits by itself or its init containers fail (restartPolicy Always), reported as a
+real kubelet does meanwhile (not ready, waiting in CrashLoopBackOff). A Pod recreated under the same name
 starts only once the old one's process has stopped, as a StatefulSet-like Pod does on a real kubelet.
 
 What a Pod runs is the runtime's business: `SleepRuntime` runs `sleep` (the operator's bookkeeping alone),
@@ -118,12 +119,15 @@ class FakeKubelet:
         self._starting.add(name)
         try:
             proc = await self.runtime.start(pod)
-        except Exception as e:
+        except Exception as e:  # an init container failed: Pending, tried again after a back-off
             log.warning("pod %s failed to start: %s", name, e)
             self._starting.discard(name)
             with contextlib.suppress(KubeError):
-                await self._set_status(name, "Failed", ready=False, pid=None)
+                await self._set_status(name, "Pending", ready=False, pid=None, waiting="CrashLoopBackOff")
             await self._changed_now("failed to start", name)
+            await asyncio.sleep(RESTART_BACKOFF_S)
+            if pod["metadata"].get("uid") not in self._deleted:
+                await self._start(name, pod)
             return
         self._starting.discard(name)
         self.procs[name] = proc
@@ -144,7 +148,7 @@ class FakeKubelet:
         if self.procs.get(name) is proc:  # it exited by itself: not stopped here
             del self.procs[name]
             with contextlib.suppress(KubeError):
-                await self._set_status(name, "Running", ready=False, pid=None)
+                await self._set_status(name, "Running", ready=False, pid=None, waiting="CrashLoopBackOff")
             await self._changed_now("exited", name)
             await asyncio.sleep(RESTART_BACKOFF_S)
             if pod["metadata"].get("uid") not in self._deleted:
@@ -162,20 +166,25 @@ class FakeKubelet:
         proc = self.procs.pop(name, None)
         if proc is None:
             return
-        if proc.returncode is None:
-            proc.terminate()  # SIGTERM, as the kubelet does: a node's controlled shutdown
-            try:
-                async with asyncio.timeout(STOP_GRACE_S):
-                    await proc.wait()
-            except TimeoutError:
+        try:
+            if proc.returncode is None:
+                proc.terminate()  # SIGTERM, as the kubelet does: a node's controlled shutdown
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STOP_GRACE_S):
+                        await proc.wait()
+        finally:  # after the grace period, or when the kubelet itself goes: no process outlives its Pod
+            if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
         await self._changed_now("stopped", name)
 
-    async def _set_status(self, name: str, phase: str, *, ready: bool, pid: int | None) -> None:
+    async def _set_status(self, name: str, phase: str, *, ready: bool, pid: int | None,
+                          waiting: str | None = None) -> None:
+        """What a kubelet reports: `waiting` is why a container waits to be started (again), e.g. a crash loop
+        (phase Running, or Pending when an init container fails)."""
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         flag = "True" if ready else "False"
-        state = {"running": {"startedAt": now}} if phase == "Running" else {"terminated": {"exitCode": 0}}
+        state = {"waiting": {"reason": waiting}} if waiting else {"running": {"startedAt": now}}
         await self.kube.merge_patch(PODS, self.namespace, name, {"status": {
             "phase": phase, "podIP": "127.0.0.1", "startTime": now,
             "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": now},

@@ -96,7 +96,9 @@ class OperatorThread:
 
     async def start(self) -> None:
         self._stop, ready = threading.Event(), threading.Event()
+        # a daemon: an operator that does not stop fails its test, and must not also hang pytest's exit
         self._thread = threading.Thread(name="odradek-operator", target=run_operator, args=(NS, self.server),
+                                        daemon=True,
                                         kwargs={"stop_flag": self._stop, "ready_flag": ready,
                                                 "reconcile_interval": RECONCILE_INTERVAL_S,
                                                 "reconcile_idle": RECONCILE_IDLE_S, "address_map": self.address_map})
@@ -105,7 +107,8 @@ class OperatorThread:
             await asyncio.to_thread(ready.wait)
 
     async def stop(self) -> None:
-        assert self._thread is not None
+        if self._thread is None:
+            return
         self._stop.set()
         await asyncio.to_thread(self._thread.join, DEADLINE_S)
         assert not self._thread.is_alive(), "the operator did not stop"
@@ -119,8 +122,8 @@ async def operator_harness(runtime: Callable[[Kube], PodRuntime] | None = None,
     async with (kube_emulator() as emulator, Kube(Connection(server=str(emulator.url))) as kube,
                 FakeKubelet(kube, NS, runtime(kube) if runtime else None) as kubelet, ClusterWatch(kube) as cluster):
         operator = OperatorThread(str(emulator.url), address_map)
-        await operator.start()
         try:
+            await operator.start()
             async with asyncio.timeout(DEADLINE_S):
                 # kmock can miss an object created while a watch starts: create nothing before the operator, the
                 # kubelet and ClusterWatch watch. The emulator's request log has no notification, hence the short polls.

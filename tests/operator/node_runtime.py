@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,11 +30,15 @@ _ADDRESS_LISTS = ("listeners", "advertised.listeners")
 
 
 class NodeRuntime:
-    """`ports[(pod, container port)]`: the local port standing for it, given on first use and kept."""
+    """`ports[(pod, container port)]`: the local port standing for it, given on first use and kept.
+    `kubernetes_nodes[pod]`: the Kubernetes node a Pod "runs on" (its spec.nodeName for the downward API);
+    `api_server`: the emulated API's URL, which `odradek operator` commands of init containers are pointed at
+    (in a real Pod they find the API from the service account)."""
 
-    def __init__(self, kube: Kube, namespace: str, base: Path) -> None:
-        self.kube, self.namespace, self.base = kube, namespace, base
+    def __init__(self, kube: Kube, namespace: str, base: Path, api_server: str | None = None) -> None:
+        self.kube, self.namespace, self.base, self.api_server = kube, namespace, base, api_server
         self.ports: dict[tuple[str, int], int] = {}
+        self.kubernetes_nodes: dict[str, str] = {}
 
     def local_port(self, pod: str, port: int) -> int:
         if (pod, port) not in self.ports:
@@ -60,16 +67,41 @@ class NodeRuntime:
                 config.write_text(self._localized(name, config.read_text(), _mounts(container, volumes)))
         with open(self.log_path(name), "ab") as log:
             for init in pod["spec"].get("initContainers", []):
-                mounts = _mounts(init, volumes)
                 proc = await asyncio.create_subprocess_exec(
-                    *_command(init, mounts), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
-                async with asyncio.timeout(INIT_TIMEOUT_S):
-                    code = await proc.wait()
+                    *self._command(pod, init, volumes), env=self._environment(pod, init),
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+                try:
+                    async with asyncio.timeout(INIT_TIMEOUT_S):
+                        code = await proc.wait()
+                finally:
+                    if proc.returncode is None:  # timed out, or the Pod went: no init process outlives it
+                        proc.kill()
+                        await proc.wait()
                 if code:
                     raise RuntimeError(f"init container {init['name']} exited with {code}: see {self.log_path(name)}")
             return await asyncio.create_subprocess_exec(
-                *_command(container, _mounts(container, volumes)), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=log)
+                *self._command(pod, container, volumes), env=self._environment(pod, container),
+                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def _environment(self, pod: dict, container: dict) -> dict[str, str]:
+        """This process's environment with the container's variables: values, and the downward API's
+        spec.nodeName."""
+        env = dict(os.environ)
+        for variable in container.get("env", []):
+            if "value" in variable:
+                env[variable["name"]] = variable["value"]
+            elif (variable.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
+                env[variable["name"]] = self.kubernetes_nodes.get(pod["metadata"]["name"], "kube-node-0")
+            else:
+                raise ValueError(f"env {variable['name']}: not supported by the test kubelet")
+        return env
+
+    def _command(self, pod: dict, container: dict, volumes: dict[str, Path]) -> list[str]:
+        env = self._environment(pod, container)
+        command = [_expand(arg, env) for arg in _command(container, _mounts(container, volumes))]
+        if command[3:5] == ["operator", "write-rack"] and self.api_server:
+            command += ["--server", self.api_server]
+        return command
 
     async def wait_ready(self, pod: dict, proc: asyncio.subprocess.Process) -> None:
         """The readiness probe: the probed port accepts connections (while the process lives)."""
@@ -88,7 +120,11 @@ class NodeRuntime:
             path.mkdir(parents=True, exist_ok=True)
             return path
         path = pod_dir / "volumes" / volume["name"]
-        path.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            shutil.rmtree(path)  # every volume but a claim is made afresh for each start
+        path.mkdir(parents=True)
+        if "emptyDir" in volume:
+            return path
         if "configMap" in volume:
             source = volume["configMap"]
             data = (await self.kube.get(CONFIG_MAPS, self.namespace, source["name"])).get("data") or {}
@@ -123,7 +159,7 @@ class NodeRuntime:
             elif key.endswith("ssl.endpoint.identification.algorithm"):
                 continue
             else:
-                value = ",".join(_local_path(entry, mounts) for entry in value.split(","))
+                value = _local_paths(value, mounts)
             lines.append(f"{key}={value}")
         if tls:
             lines.append("ssl.endpoint.identification.algorithm=")
@@ -159,6 +195,19 @@ def _command(container: dict, mounts: list[tuple[str, Path]]) -> list[str]:
     if command[:1] == [NODE_COMMAND[0]]:
         command = [sys.executable, "-m", "odradek", *command[1:]]
     return [_local_path(arg, mounts) for arg in command]
+
+
+def _expand(arg: str, env: dict[str, str]) -> str:
+    """$(VAR) in a command, as the kubelet expands it."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def _local_paths(value: str, mounts: list[tuple[str, Path]]) -> str:
+    """Every mount path in a setting's value (a path, a list of them, or inside a ${provider:path:key}
+    reference) as its local directory."""
+    for mount_path, local in mounts:
+        value = re.sub(r"(?<![\w/.])" + re.escape(mount_path.rstrip("/")) + r"(?=[/:,}]|$)", str(local), value)
+    return value
 
 
 def _local_path(arg: str, mounts: list[tuple[str, Path]]) -> str:

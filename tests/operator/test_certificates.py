@@ -43,7 +43,7 @@ from odradek.operator.certificates import (
     node_certificate_hashes,
 )
 from odradek.operator.cluster_spec import assign_node_ids, parse_cluster
-from odradek.operator.render import CERTS_DIR, nodes, render
+from odradek.operator.render import CERTS_DIR, NODE_ID_LABEL, POOL_LABEL, nodes, render
 from odradek.security.principal import SslPrincipalMapper
 from tests.conftest import FAST_CLUSTER_SETTINGS, NodeProcess, free_port
 
@@ -259,6 +259,73 @@ def test_an_expired_ca_is_replaced_at_once():
     verify_server(certificates(later["small-nodes-0-certs"]["data"], "node.crt"), ca, node_address("small-nodes-0"),
                   T0 + 2 * CA_VALIDITY)
 
+
+
+def merge_patched(stored, desired):
+    """What the Secrets hold after a merge patch of `desired` over `stored`: keys desired no longer are kept."""
+    return {name: {**stored.get(name, {}), **secret_data} for name, secret_data in desired.items()}
+
+
+def subjects(secret_data, key="ca.crt"):
+    return [certificate.subject.rfc4514_string() for certificate in certificates(secret_data, key)]
+
+
+def test_ca_renewals_follow_each_other_year_after_year_when_patches_keep_the_keys_a_pass_dropped():
+    """Daily passes over two renewals of each CA, each against the Secrets as merge patches leave them; a node
+    not yet restarted (the previous pass's Secret) and one restarted (this pass's) trust each other, the bundle
+    is the one the dropped keys' absence would give, and each year a new CA signs."""
+    stored = data(issued())
+    last = issued(existing=stored)
+    signing = []
+    for day in range(1, 2 * 365 + 10):
+        now = T0 + day * DAY
+        secrets = issued(existing=stored, now=now)
+        # the same CAs and bundles as from the data without the dropped keys
+        clean = issued(existing=data(last), now=now)
+        for name in ("small-cluster-ca", "small-clients-ca"):
+            assert set(secrets[name]["data"]) == set(clean[name]["data"]), (day, name)
+            assert subjects(secrets[f"{name}-cert"]["data"]) == subjects(clean[f"{name}-cert"]["data"]), (day, name)
+        old_node, new_node = last["small-nodes-1-certs"]["data"], secrets["small-nodes-0-certs"]["data"]
+        for chain, trust, pod in ((certificates(old_node, "node.crt"), certificates(new_node, "ca.crt"), "small-nodes-1"),
+                                  (certificates(new_node, "node.crt"), certificates(old_node, "ca.crt"), "small-nodes-0")):
+            verify_server(chain, trust, node_address(pod), now)
+            verify_client(chain, trust, now)
+        bundle = subjects(secrets["small-cluster-ca-cert"]["data"])
+        assert len(set(bundle)) == len(bundle), day  # never a CA twice (the signing one as its own previous)
+        signer = subjects(secrets["small-cluster-ca"]["data"])[0]
+        if not signing or signing[-1][1] != signer:
+            signing.append((day, signer))
+        stored, last = merge_patched(stored, data(secrets)), secrets
+    # a next CA each year RENEW_BEFORE before the signing one expires, signing TRUST_BEFORE_SIGNING later
+    first = (CA_VALIDITY - RENEW_BEFORE + TRUST_BEFORE_SIGNING).days
+    assert signing == [(1, "CN=cluster-ca v0,OU=small,O=odradek"), (first, "CN=cluster-ca v1,OU=small,O=odradek"),
+                       (first + (CA_VALIDITY - RENEW_BEFORE).days, "CN=cluster-ca v2,OU=small,O=odradek")]
+    assert subjects(last["small-clients-ca"]["data"]) == ["CN=clients-ca v2,OU=small,O=odradek"]
+
+
+def test_a_stale_next_or_previous_ca_left_in_the_secret_is_dropped():
+    renewal = T0 + CA_VALIDITY - RENEW_BEFORE + DAY
+    trusting = issued(existing=data(issued()), now=renewal)
+    switch = renewal + TRUST_BEFORE_SIGNING + DAY
+    signing = issued(existing=data(trusting), now=switch)
+    private = signing["small-cluster-ca"]["data"]
+    assert set(private) == {"ca.key", "ca.crt", "previous-ca.crt"}
+    # the promoted CA still as the next one, or as its own previous: both dropped, nothing else changes
+    kept_next = data(signing) | {"small-cluster-ca": private | {"next-ca.key": private["ca.key"],
+                                                               "next-ca.crt": private["ca.crt"]}}
+    assert issued(existing=kept_next, now=switch + DAY) == signing
+    own_previous = data(signing) | {"small-cluster-ca": private | {"previous-ca.crt": private["ca.crt"]}}
+    again = issued(existing=own_previous, now=switch + DAY)
+    assert set(again["small-cluster-ca"]["data"]) == {"ca.key", "ca.crt"}
+    assert subjects(again["small-cluster-ca-cert"]["data"]) == ["CN=cluster-ca v1,OU=small,O=odradek"]
+
+
+def test_a_nodes_certificates_secret_carries_the_nodes_labels():
+    secrets = issued()
+    labels = secrets["small-nodes-2-certs"]["metadata"]["labels"]
+    assert labels[NODE_ID_LABEL] == "2" and labels[POOL_LABEL] == "nodes" and labels["odradek.io/cluster"] == "small"
+    for name in ("small-cluster-ca", "small-operator-certs"):  # not a node's: the cluster's labels only
+        assert NODE_ID_LABEL not in secrets[name]["metadata"]["labels"]
 
 def test_a_user_certificate_is_kept_while_good_and_reissued_when_the_clients_ca_signs_anew():
     before = issued()

@@ -16,6 +16,7 @@ import yaml
 from odradek.operator import crds as crds_module
 from odradek.operator.crds import OPERATOR_OWNED_CONFIG, crds, render
 from odradek.operator.image import CONFIG_PATH, IMAGE_REPOSITORY, NODE_COMMAND, image
+from odradek.operator.render import RACK_CLUSTER_ROLE
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -88,7 +89,16 @@ def test_strict_kubernetes_validation_rejects_an_unknown_field():
 
 
 def operator_objects() -> dict[str, dict]:
-    return {document["kind"]: document for document in load_all(DEPLOY / "operator.yaml")}
+    """The first object of each kind: the operator's own ClusterRole comes before the nodes' rack role."""
+    objects: dict[str, dict] = {}
+    for document in load_all(DEPLOY / "operator.yaml"):
+        objects.setdefault(document["kind"], document)
+    return objects
+
+
+def cluster_role(name: str) -> dict:
+    return next(document for document in load_all(DEPLOY / "operator.yaml")
+                if document["kind"] == "ClusterRole" and document["metadata"]["name"] == name)
 
 
 def test_operator_deployment_runs_one_non_root_operator_of_this_version():
@@ -134,6 +144,24 @@ def test_operator_cluster_role_grants_what_the_operator_needs_and_no_wildcards()
     needed |= {("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}
     assert needed <= grants, sorted(needed - grants)
     assert ("", "nodes", "update") not in grants and ("", "secrets", "deletecollection") not in grants
+
+
+def test_the_operator_may_bind_the_rack_role_to_a_clusters_nodes_and_nothing_more():
+    rack_role = cluster_role(RACK_CLUSTER_ROLE)
+    assert rack_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    operator_role = operator_objects()["ClusterRole"]
+    grants = granted(operator_role)
+    # the rack ClusterRoleBindings render.rack_binding() gives, kept by the operator
+    assert {("rbac.authorization.k8s.io", "clusterrolebindings", verb)
+            for verb in ("get", "list", "create", "patch", "delete")} <= grants
+    # Kubernetes lets the operator bind a role it holds every permission of (get nodes), or one it may bind
+    assert granted(rack_role) <= grants
+    binds = [rule for rule in operator_role["rules"] if "bind" in rule["verbs"]]
+    assert binds == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+                      "resourceNames": [RACK_CLUSTER_ROLE]}]
+    assert not any(rule["resources"] == ["clusterroles"] and set(rule["verbs"]) & {"create", "update", "patch",
+                                                                                "escalate"}
+                   for rule in operator_role["rules"])
 
 
 # --- (c) the CRDs' schemas are structural -----------------------------------------------------------------

@@ -72,6 +72,7 @@ def test_the_modes_and_a_mode_without_brokers():
     ("ProposalReady", "approve", False, "execute"),
     ("ProposalReady", None, True, "propose"),
     ("Rebalancing", None, True, "watch"),
+    ("Rebalancing", "refresh", False, "watch"),
     ("Rebalancing", "stop", False, "stop"),
     ("Ready", "approve", False, "nothing"),
     ("Ready", "refresh", False, "propose"),
@@ -150,3 +151,20 @@ def test_a_spec_changed_after_a_proposal_is_proposed_again(monkeypatch):
                                                          generation=2))
     assert status["optimizationResult"]["numReplicaMovements"] == 7
     assert balancer.calls[-1] == ("propose", ("remove_nodes", (2,), None))
+
+
+def test_an_approval_before_the_proposal_and_a_refresh_during_an_execution_wait_their_turn(monkeypatch):
+    balancer = Balancer(propose=proposal(2), request=SimpleNamespace(execution_id="e1"),
+                        status=progress("e1", "running"))
+    status, consumed = run_pass(monkeypatch, balancer, resource(annotation="approve"))
+    assert state(status)[0] == "ProposalReady" and not consumed, "approved before there was a proposal"
+    status, consumed = run_pass(monkeypatch, balancer, resource(status=status, annotation="approve"))
+    assert state(status)[0] == "Rebalancing" and consumed
+
+    status, consumed = run_pass(monkeypatch, balancer, resource(status=status, annotation="refresh"))
+    assert state(status)[0] == "Rebalancing" and not consumed, "a refresh does not lose the running execution"
+    balancer.answers["status"] = progress("e1", "done")
+    status, consumed = run_pass(monkeypatch, balancer, resource(status=status, annotation="refresh"))
+    assert state(status)[0] == "Ready" and not consumed
+    status, consumed = run_pass(monkeypatch, balancer, resource(status=status, annotation="refresh"))
+    assert state(status)[0] == "ProposalReady" and consumed

@@ -10,9 +10,16 @@ import pytest
 import yaml
 
 from odradek.config import BrokerConfig, parse_properties
+from odradek.config_providers import DIRECTORY_PROVIDER
 from odradek.operator.cluster_spec import SpecError, assign_node_ids, parse_cluster
 from odradek.operator.image import DATA_PATH, NODE_COMMAND, image
-from odradek.operator.render import CERTIFICATE_HASH_ANNOTATION, CONFIG_HASH_ANNOTATION, render
+from odradek.operator.render import (
+    CERTIFICATE_HASH_ANNOTATION,
+    CONFIG_HASH_ANNOTATION,
+    RACK_CLUSTER_ROLE,
+    rack_binding,
+    render,
+)
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 NAMESPACE = "streaming"
@@ -261,8 +268,8 @@ def test_server_properties_of_a_broker_of_the_dedicated_cluster():
     _, _, objects = rendered(DEDICATED)
     text = of_kind(objects, "ConfigMap")["big-east-3-config"]["data"]["server.properties"]
     assert "REPLICATION (between brokers) and CONTROLLER (the metadata quorum) are mutual TLS" in text
-    lines = [line for line in text.splitlines() if not line.startswith("#")]
-    assert lines == sorted(lines)
+    keys = [line.partition("=")[0] for line in text.splitlines() if not line.startswith("#")]
+    assert keys == sorted(keys)
     props = parse_properties(text)
     dns = "big-east-3.big-nodes.streaming.svc"
     assert props["listeners"] == ("REPLICATION://:9091,PLAIN://:9092,TLS://:9093,SCRAM://:9094,EXTERNAL://:9095,"
@@ -285,7 +292,9 @@ def test_server_properties_of_a_broker_of_the_dedicated_cluster():
     assert props["metrics.listener"] == "http://0.0.0.0:9700"
     assert props["balancer.mode"] == "node_add"
     assert (props["num.io.threads"], props["min.insync.replicas"]) == ("16", "2")
-    assert "broker.rack" not in props
+    # the rack init container writes the Kubernetes node's zone there; the provider reads it at startup
+    assert props["broker.rack"] == "${odradekdir:/var/run/odradek/init:rack.id}"
+    assert (props["config.providers"], props["config.providers.odradekdir.class"]) == ("odradekdir", DIRECTORY_PROVIDER)
     west = properties(objects, "big-west-5")
     assert "num.io.threads" not in west  # pool config stays in its pool
     controller = properties(objects, "big-controllers-0")
@@ -356,14 +365,14 @@ def test_a_pod_runs_the_node_on_its_claim_with_its_config():
     assert (pod["hostname"], pod["subdomain"], pod["serviceAccountName"]) == ("big-east-3", "big-nodes", "big-node")
     assert pod["terminationGracePeriodSeconds"] == 120
     assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
-    (init,) = pod["initContainers"]
+    init, rack = pod["initContainers"]
+    assert rack["name"] == "rack"  # tested with the other rack pieces
     assert init["command"] == ["odradek", "storage", "format", "--cluster-id", CLUSTER_ID, "--config",
                                "/etc/odradek/server.properties", "--ignore-formatted"]
     (node,) = pod["containers"]
     assert node["command"] == NODE_COMMAND and node["image"] == "registry.example.com/odradek:1.2.3"
     assert node["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     assert node["readinessProbe"]["tcpSocket"]["port"] == 9092
-    assert node["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert {port["containerPort"] for port in node["ports"]} == {9091, 9092, 9093, 9094, 9095, 9096, 9700}
     assert {volume["name"]: volume for volume in pod["volumes"]} == {
         "config": {"name": "config", "configMap": {"name": "big-east-3-config",
@@ -371,7 +380,8 @@ def test_a_pod_runs_the_node_on_its_claim_with_its_config():
         "certs": {"name": "certs", "secret": {"secretName": "big-east-3-certs", "defaultMode": 0o440, "items": [
             {"key": "node.pem", "path": "node.pem"}, {"key": "ca.crt", "path": "ca.crt"},
             {"key": "clients-ca.crt", "path": "clients-ca.crt"}]}},
-        "data": {"name": "data", "persistentVolumeClaim": {"claimName": "data-big-east-3"}}}
+        "data": {"name": "data", "persistentVolumeClaim": {"claimName": "data-big-east-3"}},
+        "init": {"name": "init", "emptyDir": {}}}
     mounts = {mount["name"]: mount for mount in node["volumeMounts"]}
     assert mounts["config"] == {"name": "config", "mountPath": "/etc/odradek", "readOnly": True}
     assert mounts["certs"] == {"name": "certs", "mountPath": "/etc/odradek/certs", "readOnly": True}
@@ -380,7 +390,7 @@ def test_a_pod_runs_the_node_on_its_claim_with_its_config():
     controller = pods["big-controllers-0"]["spec"]["containers"][0]
     assert controller["readinessProbe"]["tcpSocket"]["port"] == 9090 and "resources" not in controller
     assert {port["containerPort"] for port in controller["ports"]} == {9090, 9700}
-    assert "env" not in of_kind(rendered(COMBINED)[2], "Pod")["small-nodes-0"]["spec"]["containers"][0]
+    assert "env" not in node
 
 
 def hashes(objects):
@@ -473,3 +483,63 @@ def test_the_certificate_hash_annotation_is_the_one_given_and_absent_without_one
     assert {name: pod["metadata"]["annotations"][CERTIFICATE_HASH_ANNOTATION]
             for name, pod in of_kind(objects, "Pod").items()} == given
     assert hashes(objects) == hashes(rendered(COMBINED)[2])  # the config hash stays the config's
+
+
+def test_with_rack_awareness_a_broker_reads_its_kubernetes_nodes_label_before_it_starts():
+    spec, _, objects = rendered(DEDICATED)
+    pods = of_kind(objects, "Pod")
+    pod = pods["big-east-3"]["spec"]
+    format_storage, rack = pod["initContainers"]
+    assert rack["command"] == ["odradek", "operator", "write-rack", "--node", "$(NODE_NAME)",
+                               "--label", "topology.kubernetes.io/zone", "--output", "/var/run/odradek/init/rack.id"]
+    assert rack["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert rack["image"] == spec.image and rack["securityContext"]["allowPrivilegeEscalation"] is False
+    assert rack["volumeMounts"] == [{"name": "init", "mountPath": "/var/run/odradek/init"}]
+    # the node reads it; storage format loads server.properties too, before the file is there, and needs no rack
+    init_mount = {"name": "init", "mountPath": "/var/run/odradek/init", "readOnly": True}
+    assert init_mount in pod["containers"][0]["volumeMounts"] and init_mount in format_storage["volumeMounts"]
+    assert pod["automountServiceAccountToken"] is True  # the rack container's API call
+    # a controller-only node has no rack (Kafka's controllers do not register one): none of it
+    controller = pods["big-controllers-0"]["spec"]
+    assert [init["name"] for init in controller["initContainers"]] == ["format-storage"]
+    assert controller["automountServiceAccountToken"] is False
+    assert "init" not in {volume["name"] for volume in controller["volumes"]}
+    assert "broker.rack" not in properties(objects, "big-controllers-0")
+    assert not any(key.startswith("config.providers") for key in properties(objects, "big-controllers-0"))
+
+
+def test_without_rack_awareness_no_rack_container_token_or_binding():
+    spec, _, objects = rendered(COMBINED)
+    pod = of_kind(objects, "Pod")["small-nodes-0"]["spec"]
+    assert [init["name"] for init in pod["initContainers"]] == ["format-storage"]
+    assert pod["automountServiceAccountToken"] is False
+    assert {volume["name"] for volume in pod["volumes"]} == {"config", "certs", "data"}
+    assert "broker.rack" not in properties(objects, "small-nodes-0")
+    assert rack_binding(spec, NAMESPACE) is None
+
+
+def test_the_users_config_providers_keep_working_beside_the_racks():
+    resource = changed(DEDICATED, lambda s: s["config"].update({
+        "config.providers": "file", "config.providers.file.class": "org.apache.kafka.common.config.provider."
+                                                                    "FileConfigProvider"}))
+    props = properties(rendered(resource)[2], "big-east-3")
+    assert props["config.providers"] == "file,odradekdir"
+    assert props["config.providers.file.class"].endswith("FileConfigProvider")
+    assert props["config.providers.odradekdir.class"] == DIRECTORY_PROVIDER
+
+
+def test_the_rack_binding_lets_the_nodes_service_account_get_nodes_and_is_valid_for_kubernetes_1_30():
+    spec = parse_cluster(DEDICATED)
+    binding = rack_binding(spec, NAMESPACE)
+    kubernetes_validate.validate(binding, "1.30", strict=True)
+    assert binding["kind"] == "ClusterRoleBinding" and "namespace" not in binding["metadata"]
+    assert binding["metadata"]["name"] == "odradek-streaming-big-rack"
+    assert binding["metadata"]["labels"]["odradek.io/cluster"] == "big"
+    assert binding["metadata"]["labels"]["odradek.io/namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": RACK_CLUSTER_ROLE}
+    service_account = of_kind(rendered(DEDICATED)[2], "ServiceAccount")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "big-node", "namespace": NAMESPACE}]
+    assert set(service_account) == {"big-node"}
+    # a cluster of the same name in another namespace has its own
+    assert rack_binding(spec, "other")["metadata"]["name"] == "odradek-other-big-rack"

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+from types import SimpleNamespace
 
 import pytest
+from confluent_kafka.admin import ConfigSource
 
 from odradek.operator.certificates import user_principal
 from odradek.operator.crds import ACL_OPERATIONS
@@ -21,21 +24,24 @@ from odradek.operator.topic_handler import (
     parse_topic,
     plan_topic,
     reconcile_topic,
+    topic_state,
 )
 from odradek.operator.user_handler import (
     OPERATIONS,
     Acl,
     UserSpec,
     UserSpecError,
+    credential_digest,
     kafka_username,
     new_password,
+    owns,
     parse_user,
     plan_acls,
     plan_quotas,
     principal,
     reconcile_user,
-    secret_data_patch,
     secret_password,
+    secret_patch,
     tls_user_secret,
     user_secret,
     wanted_by_username,
@@ -112,6 +118,25 @@ def test_config_is_set_where_it_differs_and_deleted_only_where_the_operator_set_
 def test_a_value_equal_to_the_default_is_still_set_so_that_a_default_change_does_not_move_it():
     plan = plan_topic(TopicSpec("t", 3, 1, {"retention.ms": "604800000"}), state(), [])
     assert plan.set_config == {"retention.ms": "604800000"}
+
+
+def test_replicas_a_reassignment_adds_for_a_while_do_not_count_as_the_topics():
+    """A partition the balancer moves lists its new replicas with the old until the move ends: the topic's
+    replication factor is still the spec's, not NotReady for the move's duration."""
+    def described(*replica_counts: int):
+        return SimpleNamespace(topic_id="id", partitions=[SimpleNamespace(replicas=list(range(count)))
+                                                          for count in replica_counts])
+
+    entries = {"retention.ms": SimpleNamespace(value="1000", source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+               "segment.ms": SimpleNamespace(value="60000", source=ConfigSource.DEFAULT_CONFIG.value)}
+    moving = topic_state(described(3, 4, 3, 5), entries)  # two of four partitions being moved
+    assert moving == TopicState("id", 4, 3, {"retention.ms": "1000", "segment.ms": "60000"},
+                                frozenset({"retention.ms"}))
+    assert plan_topic(TopicSpec("t", 4, 3, {}), moving, []).refused == ()
+    # most of them moving, too; and a partition left with fewer replicas is the one reported
+    assert topic_state(described(4, 4, 3), entries).replicas == 3
+    assert topic_state(described(3, 2, 3), entries).replicas == 2
+    assert topic_state(described(), entries).replicas == 0
 
 
 def test_the_oldest_resource_naming_a_topic_manages_it():
@@ -215,10 +240,13 @@ def test_acls_and_quotas_end_exactly_as_the_spec_says():
 
 def test_the_secret_holds_the_password_as_strimzi_shapes_it():
     secret = user_secret(user("app"), "ns", "s3cret")
-    assert secret["metadata"] == {"name": "app", "namespace": "ns", "labels": {"odradek.io/cluster": "c"},
+    assert secret["metadata"] == {"name": "app", "namespace": "ns",
+                                  "labels": {"odradek.io/cluster": "c", "odradek.io/kind": "OdradekUser"},
+                                  "annotations": {"odradek.io/credential-digest": credential_digest("s3cret")},
                                   "ownerReferences": [{"apiVersion": "odradek.io/v1beta1", "kind": "OdradekUser",
                                                        "name": "app", "uid": "uid-1", "controller": True,
                                                        "blockOwnerDeletion": True}]}
+    assert credential_digest("s3cret") == hashlib.sha256(b"s3cret").hexdigest() != credential_digest("s3cret2")
     assert base64.b64decode(secret["data"]["sasl.jaas.config"]).decode() == \
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="app" password="s3cret";'
     assert secret_password(secret) == "s3cret"
@@ -251,16 +279,38 @@ def test_the_name_of_the_other_authentication_ends_with_no_acls_and_no_quotas():
 def test_a_tls_users_secret_is_labelled_and_owned_as_a_scram_users():
     certificate = {"user.crt": "Y2VydA==", "user.key": "a2V5", "ca.crt": "Y2E="}
     secret = tls_user_secret(user("app"), "ns", certificate)
-    assert secret["metadata"] == user_secret(user("app"), "ns", "s3cret")["metadata"]
+    scram_metadata = user_secret(user("app"), "ns", "s3cret")["metadata"]
+    assert secret["metadata"] == {key: value for key, value in scram_metadata.items() if key != "annotations"}
     assert secret["data"] == certificate and secret["type"] == "Opaque"
 
 
-def test_a_secrets_data_is_patched_only_when_it_differs_and_then_to_exactly_what_is_wanted():
-    scram = {"password": "cA==", "sasl.jaas.config": "ag=="}
-    tls = {"user.crt": "Yw==", "user.key": "aw==", "ca.crt": "YQ=="}
-    assert secret_data_patch(tls, dict(tls)) is None
-    assert secret_data_patch(tls, tls | {"ca.crt": "Yg=="}) == {"data": tls | {"ca.crt": "Yg=="}}
-    assert secret_data_patch(scram, tls) == {"data": tls | {"password": None, "sasl.jaas.config": None}}
+def test_a_secret_is_patched_only_when_it_differs_and_then_to_exactly_what_is_wanted():
+    certificate = {"user.crt": "Yw==", "user.key": "aw==", "ca.crt": "YQ=="}
+    tls = tls_user_secret(user("app"), "ns", certificate)
+    scram = user_secret(user("app"), "ns", "p")
+    assert secret_patch(tls, tls) is None and secret_patch(scram, scram) is None
+    renewed = tls_user_secret(user("app"), "ns", certificate | {"ca.crt": "Yg=="})
+    assert secret_patch(tls, renewed) == {"data": certificate | {"ca.crt": "Yg=="}}
+    assert secret_patch(scram, tls) == {"metadata": {"annotations": {"odradek.io/credential-digest": None}},
+                                        "data": certificate | {"password": None, "sasl.jaas.config": None}}
+    # a Secret made before the kind label, whose password was changed by hand: labelled, its new password's digest
+    changed = user_secret(user("app"), "ns", "q")
+    old = {"metadata": {"labels": {"odradek.io/cluster": "c", "team": "a"}}, "data": changed["data"]}
+    assert secret_patch(old, changed) == {"metadata": {"labels": {"odradek.io/kind": "OdradekUser"},
+                                                       "annotations": changed["metadata"]["annotations"]}}
+
+
+def test_only_a_secret_the_user_owns_is_its_own():
+    mine = user_secret(user("app"), "ns", "p")
+    assert owns(user("app"), mine)
+    cluster_ca = {"metadata": {"name": "app", "labels": {"odradek.io/cluster": "c"}}}
+    assert not owns(user("app"), cluster_ca)
+    another_users = {"metadata": {**mine["metadata"], "ownerReferences": [
+        {**mine["metadata"]["ownerReferences"][0], "uid": "uid-2"}]}}
+    assert not owns(user("app"), another_users)
+    without_uid = user("app")
+    del without_uid["metadata"]["uid"]  # not read from a cluster: the kind label marks the users' Secrets
+    assert owns(without_uid, user_secret(without_uid, "ns", "p")) and not owns(without_uid, cluster_ca)
 
 
 class SecretsOnly:
@@ -274,6 +324,19 @@ class SecretsOnly:
         if name not in self.secrets:
             raise KubeError(404, f"secrets {name} not found")
         return self.secrets[name]
+
+
+@pytest.mark.parametrize("authentication", ["scram-sha-512", "tls"])
+def test_a_user_named_as_a_secret_it_does_not_own_leaves_it_alone_and_is_not_ready(authentication):
+    cluster_ca = {"metadata": {"name": "c-cluster-ca", "labels": {"odradek.io/cluster": "c"}},
+                  "data": {"ca.key": "a2V5", "ca.crt": "Y2VydA=="}}
+    clients_ca = {"metadata": {"name": "c-clients-ca"}, "data": {"ca.crt": "bm90IGEgY2VydGlmaWNhdGU="}}
+    kube = SecretsOnly({"c-cluster-ca": cluster_ca, "c-clients-ca": clients_ca})  # refuses any write
+    status = asyncio.run(reconcile_user(kube, "ns", user("c-cluster-ca", authentication={"type": authentication}),
+                                        UNREACHABLE))
+    assert "secret" not in status
+    assert [(c["type"], c["reason"], c["message"]) for c in status["conditions"]] == [
+        ("NotReady", "SecretConflict", "Secret ns/c-cluster-ca exists and is not this user's: it is left alone")]
 
 
 def test_a_tls_user_waits_for_its_clusters_clients_ca_and_a_broken_one_is_reported():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import hashlib
 import json
 import subprocess
 import sys
@@ -35,11 +36,13 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
+from odradek.operator import user_handler
 from odradek.operator.certificates import clients_ca_secret_name, desired_secrets, issue_user_certificate
 from odradek.operator.cluster_spec import assign_node_ids, parse_cluster
 from odradek.operator.kube import SECRETS, Connection, Kube, KubeError
@@ -456,7 +459,7 @@ def test_a_scram_user_logs_in_with_its_secrets_password_and_is_held_to_its_acls_
             assert base64.b64decode(secret["data"]["sasl.jaas.config"]).decode() == (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"order-service\" "
                 f"password=\"{password}\";")
-            assert secret["metadata"]["labels"] == {"odradek.io/cluster": CLUSTER}
+            assert secret["metadata"]["labels"] == {"odradek.io/cluster": CLUSTER, "odradek.io/kind": "OdradekUser"}
             assert secret["metadata"]["ownerReferences"][0]["uid"] == resource["metadata"]["uid"]
 
             # what the ACLs allow, and what they do not, with confluent-kafka
@@ -497,6 +500,101 @@ def test_a_scram_user_logs_in_with_its_secrets_password_and_is_held_to_its_acls_
             assert quotas_described(secured, "order-service") == {}
             eventually(lambda: not authenticates(secured, "order-service", password),
                        "the deleted user's password is refused")
+
+    asyncio.run(test())
+
+
+def scram_credential(node: SecuredNode, user: str) -> bool:
+    """Whether the node has a SCRAM credential for `user`."""
+    try:
+        node.admin.describe_user_scram_credentials([user])[user].result(30)
+        return True
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.RESOURCE_NOT_FOUND:
+            raise
+        return False
+
+
+def test_a_scram_credential_is_upserted_only_when_missing_or_its_password_changed(secured, monkeypatch):
+    client_config = secured.login(OPERATOR_USER, OPERATOR_PASSWORD)
+    upserted: list[str] = []
+
+    class CountingAdmin(AdminClient):
+        """The handler's AdminClient, noting the users whose credential it upserts."""
+
+        def alter_user_scram_credentials(self, alterations, **kwargs):
+            upserted.extend(a.user for a in alterations if isinstance(a, UserScramCredentialUpsertion))
+            return super().alter_user_scram_credentials(alterations, **kwargs)
+
+    monkeypatch.setattr(user_handler, "AdminClient", CountingAdmin)
+
+    def digest(secret: dict) -> str:
+        return secret["metadata"]["annotations"]["odradek.io/credential-digest"]
+
+    async def test() -> None:
+        async with kube_emulator() as emulator, Kube(Connection(server=str(emulator.url))) as kube:
+            resource = await kube.create(user_resource("steady"))
+            status = await reconcile_user(kube, NS, resource, client_config)
+            assert conditions(status) == [("Ready", "UserReady")] and upserted == ["steady"]
+            secret = await kube.get(SECRETS, NS, "steady")
+            password = base64.b64decode(secret["data"]["password"]).decode()
+            assert digest(secret) == hashlib.sha256(password.encode()).hexdigest()
+
+            for _ in range(2):  # passes with nothing to do upsert nothing, nor touch the Secret
+                status = await reconcile_user(kube, NS, written(resource, status), client_config)
+                assert conditions(status) == [("Ready", "UserReady")]
+            assert upserted == ["steady"]
+            assert (await kube.get(SECRETS, NS, "steady"))["metadata"]["resourceVersion"] == \
+                secret["metadata"]["resourceVersion"]
+            assert authenticates(secured, "steady", password)
+
+            # a password changed in the Secret by hand is upserted once
+            changed = "changed-by-hand"
+            await kube.merge_patch(SECRETS, NS, "steady", {"data": {"password": base64.b64encode(
+                changed.encode()).decode()}})
+            for _ in range(2):
+                status = await reconcile_user(kube, NS, written(resource, status), client_config)
+                assert conditions(status) == [("Ready", "UserReady")]
+            assert upserted == ["steady", "steady"]
+            secret = await kube.get(SECRETS, NS, "steady")
+            assert digest(secret) == hashlib.sha256(changed.encode()).hexdigest()
+            assert changed in base64.b64decode(secret["data"]["sasl.jaas.config"]).decode()
+            assert authenticates(secured, "steady", changed) and not authenticates(secured, "steady", password)
+
+            # a credential deleted by hand is upserted again
+            deletion = UserScramCredentialDeletion("steady", ScramMechanism.SCRAM_SHA_512)
+            secured.admin.alter_user_scram_credentials([deletion])["steady"].result(30)
+            status = await reconcile_user(kube, NS, written(resource, status), client_config)
+            assert conditions(status) == [("Ready", "UserReady")] and upserted == ["steady"] * 3
+            assert authenticates(secured, "steady", changed)
+
+            await delete_user(kube, NS, written(resource, status), client_config)
+            assert not scram_credential(secured, "steady")
+
+    asyncio.run(test())
+
+
+def test_a_user_named_as_a_secret_it_does_not_own_never_writes_nor_deletes_it(secured):
+    client_config = secured.login(OPERATOR_USER, OPERATOR_PASSWORD)
+    name = f"{CLUSTER}-cluster-ca"
+
+    async def test() -> None:
+        async with kube_emulator() as emulator, Kube(Connection(server=str(emulator.url))) as kube:
+            cluster_ca = await kube.create({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": NS, "labels": {"odradek.io/cluster": CLUSTER}},
+                "data": issued_secrets()[name]})
+            resource = await kube.create(user_resource(name, ORDER_SERVICE_ACLS, {"producerByteRate": 1000}))
+            status = await reconcile_user(kube, NS, resource, client_config)
+            assert conditions(status) == [("NotReady", "SecretConflict")] and "secret" not in status
+            assert status["conditions"][0]["message"] == \
+                f"Secret {NS}/{name} exists and is not this user's: it is left alone"
+            assert await kube.get(SECRETS, NS, name) == cluster_ca
+            assert not scram_credential(secured, name) and principal_acls(secured, name) == []
+            assert quotas_described(secured, name) == {}
+
+            await delete_user(kube, NS, written(resource, status), client_config)
+            assert await kube.get(SECRETS, NS, name) == cluster_ca
 
     asyncio.run(test())
 
@@ -547,7 +645,7 @@ def test_a_tls_user_gets_a_certificate_its_clients_use_held_to_its_acls_and_quot
             secret = await kube.get(SECRETS, NS, "billing")
             assert set(secret["data"]) == {"user.crt", "user.key", "ca.crt"}
             assert secret["data"]["ca.crt"] == secured.secrets[clients_ca_secret_name(CLUSTER)]["ca.crt"]
-            assert secret["metadata"]["labels"] == {"odradek.io/cluster": CLUSTER}
+            assert secret["metadata"]["labels"] == {"odradek.io/cluster": CLUSTER, "odradek.io/kind": "OdradekUser"}
             assert secret["metadata"]["ownerReferences"][0]["uid"] == resource["metadata"]["uid"]
             files = secured.certificate_files(secret["data"], "billing")
 

@@ -14,6 +14,14 @@ A CA is renewed in two steps, so that no node ever presents a certificate anothe
 within RENEW_BEFORE of its expiry a next CA joins the trust bundle (the nodes restart to trust it, their
 certificates unchanged); TRUST_BEFORE_SIGNING later it starts signing (the nodes restart with new certificates,
 each trusted by the nodes not yet restarted), and the old CA stays in the bundle until it expires.
+A next CA no newer than the signing one (the signing one itself, when a merge patch kept the next CA's keys
+after its promotion) and a previous CA no older are dropped, so that a pass gives the same Secrets whether or not
+the stored data still holds the keys an earlier pass dropped.
+
+A CA that has expired outright (the operator not running for the whole RENEW_BEFORE) is replaced at once, and
+every certificate with it: the nodes restart with certificates of the new CA, and while they roll, old and new
+nodes cannot talk. Keeping the expired CA in the bundle would not bridge that: TLS verification (OpenSSL, which
+the nodes use) rejects a chain whose CA has expired, so the cluster stopped talking when its CA expired anyway.
 
 The principals, with Odradek's DEFAULT ssl.principal.mapping.rules (the subject as Java writes it): every node
 is `User:CN=<cluster>-node,O=odradek` (one principal for all, as Strimzi's brokers share one, so that
@@ -41,9 +49,11 @@ from odradek.operator.cluster_spec import ClusterSpec
 from odradek.operator.render import (
     CLIENTS_CA_BUNDLE_KEY,
     CLUSTER_CA_BUNDLE_KEY,
+    NODE_ID_LABEL,
     NODE_KEYSTORE_KEY,
     OPERATOR_COMMON_NAME,
     ORGANIZATION,
+    POOL_LABEL,
     ExternalAddresses,
     Node,
     bootstrap_service_name,
@@ -95,8 +105,9 @@ def user_principal(user_name: str) -> str:
 def desired_secrets(spec: ClusterSpec, cluster_nodes: list[Node], namespace: str, existing: Mapping[str, Data],
                     now: datetime.datetime, external_addresses: ExternalAddresses | None = None) -> list[dict]:
     """The cluster's Secrets: the two CAs (each its private Secret and its `-cert` one), the operator's client
-    certificate, then each node's `<pod>-certs`. `existing` maps the names of the Secrets that exist to their
-    data; `cluster_nodes` is render.nodes(); a node's external addresses are among its certificate's names."""
+    certificate, then each node's `<pod>-certs`, labelled as the node's other objects (so that it is kept while
+    a leaving node is drained). `existing` maps the names of the Secrets that exist to their data;
+    `cluster_nodes` is render.nodes(); a node's external addresses are among its certificate's names."""
     cluster_ca = _authority(existing.get(cluster_ca_secret_name(spec.name)), "cluster-ca", spec.name, now)
     clients_ca = _authority(existing.get(clients_ca_secret_name(spec.name)), "clients-ca", spec.name, now)
     secrets = []
@@ -114,9 +125,10 @@ def desired_secrets(spec: ClusterSpec, cluster_nodes: list[Node], namespace: str
         leaf = _leaf(existing.get(name), NODE_CERT, NODE_KEY, cluster_ca, _subject(node_common_name(spec.name)),
                      names, now, server=True)
         keystore = _encode(_decode(leaf[NODE_KEY]) + _decode(leaf[NODE_CERT]))
+        node_labels = {POOL_LABEL: node.pool.name, NODE_ID_LABEL: str(node.node_id)}
         secrets.append(_secret(name, namespace, spec, leaf | {
             NODE_KEYSTORE_KEY: keystore, CLUSTER_CA_BUNDLE_KEY: cluster_ca.bundle,
-            CLIENTS_CA_BUNDLE_KEY: clients_ca.bundle}))
+            CLIENTS_CA_BUNDLE_KEY: clients_ca.bundle}, node_labels))
     return secrets
 
 
@@ -161,10 +173,12 @@ def _authority(data: Data | None, role: str, cluster: str | None, now: datetime.
     data = dict(data or {})
     current = _certificate(data.get(CA_CERT))
     upcoming = _certificate(data.get(NEXT_CA_CERT)) if _decode_key(data.get(NEXT_CA_KEY)) else None
+    if upcoming is not None and current is not None and not _newer(upcoming, current):
+        upcoming = None  # the signing CA itself, promoted already: promoting it again would drop the previous one
+    if upcoming is None:  # an unreadable or stale next CA: one is made again when due
+        data.pop(NEXT_CA_KEY, None)
+        data.pop(NEXT_CA_CERT, None)
     if cluster is not None:
-        if upcoming is None:  # an unreadable next CA is made again when due
-            data.pop(NEXT_CA_KEY, None)
-            data.pop(NEXT_CA_CERT, None)
         current_good = current is not None and _decode_key(data.get(CA_KEY)) is not None and \
             now < current.not_valid_after_utc
         if upcoming is not None and (not current_good or now >= upcoming.not_valid_before_utc + BACKDATE
@@ -178,7 +192,8 @@ def _authority(data: Data | None, role: str, cluster: str | None, now: datetime.
         elif upcoming is None and now >= current.not_valid_after_utc - RENEW_BEFORE:
             data |= _new_ca(NEXT_CA_KEY, NEXT_CA_CERT, role, cluster, _generation(current) + 1, now)
         previous = _certificate(data.get(PREVIOUS_CA_CERT))
-        if previous is not None and now >= previous.not_valid_after_utc:
+        if PREVIOUS_CA_CERT in data and (previous is None or now >= previous.not_valid_after_utc
+                                         or not _newer(current, previous)):
             del data[PREVIOUS_CA_CERT]
     key = _decode_key(data.get(CA_KEY))
     if current is None or key is None:
@@ -204,6 +219,11 @@ def _new_ca(key_name: str, cert_name: str, role: str, cluster: str, generation: 
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
         .sign(key, hashes.SHA256()))
     return {key_name: _encode(_key_pem(key)), cert_name: _encode(_cert_pem(certificate))}
+
+
+def _newer(certificate: x509.Certificate, than: x509.Certificate) -> bool:
+    # a next CA is made near its predecessor's expiry, so it is valid from later
+    return certificate.not_valid_before_utc > than.not_valid_before_utc
 
 
 def _generation(certificate: x509.Certificate) -> int:
@@ -294,9 +314,10 @@ def _key_usage(ca: bool) -> x509.KeyUsage:
                          encipher_only=False, decipher_only=False)
 
 
-def _secret(name: str, namespace: str, spec: ClusterSpec, data: Mapping[str, str]) -> dict:
+def _secret(name: str, namespace: str, spec: ClusterSpec, data: Mapping[str, str],
+            labels: Mapping[str, str] | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": namespace, "labels": cluster_labels(spec)},
+            "metadata": {"name": name, "namespace": namespace, "labels": cluster_labels(spec) | dict(labels or {})},
             "data": dict(sorted(data.items()))}
 
 

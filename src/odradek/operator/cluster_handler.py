@@ -17,17 +17,22 @@ an operator restarted mid-way starts with an empty one and asks again, which is 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from odradek.balancer.control import ControlError
+from odradek.balancer.model import BalancerError
 from odradek.operator.certificates import desired_secrets, node_certificate_hashes, operator_secret_name
-from odradek.operator.cluster_spec import ClusterSpec, SpecError, assign_node_ids, parse_cluster
+from odradek.operator.cluster_spec import ClusterSpec, Listener, SpecError, assign_node_ids, parse_cluster
 from odradek.operator.connection import AddressMap, admin_properties, balancer_call, operator_tls
 from odradek.operator.kube import (
     CLAIMS,
+    CLUSTER_ROLE_BINDINGS,
     CONFIG_MAPS,
     DISRUPTION_BUDGETS,
     NETWORK_POLICIES,
@@ -44,7 +49,6 @@ from odradek.operator.kube import (
 )
 from odradek.operator.observe import Observation, ObserveError, observe
 from odradek.operator.render import (
-    BROKER_ROLE_LABEL,
     CERTIFICATE_HASH_ANNOTATION,
     CLUSTER_LABEL,
     CONFIG_HASH_ANNOTATION,
@@ -56,6 +60,8 @@ from odradek.operator.render import (
     bootstrap_service_name,
     config_hash,
     nodes,
+    rack_binding,
+    rack_binding_name,
     render,
 )
 from odradek.operator.rolling import (
@@ -76,8 +82,11 @@ OWNED = (SECRETS, SERVICE_ACCOUNTS, SERVICES, NETWORK_POLICIES, DISRUPTION_BUDGE
 # Kinds patched in place when they drift: the part of the object the operator owns.
 _PATCHED = {CONFIG_MAPS: "data", SECRETS: "data", SERVICES: "spec", DISRUPTION_BUDGETS: "spec",
             NETWORK_POLICIES: "spec"}
-BALANCER_TIMEOUT_S = 60.0
+BALANCER_TIMEOUT_S = 20.0  # how long a pass waits for the balancer service's answer to a request
+DRAIN_RETRY_S = 60.0
 POD_SPEC_HASH_ANNOTATION = "odradek.io/pod-spec-hash"
+_NOT_STARTING = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+                           "CreateContainerError", "InvalidImageName"})
 _NODE_ADDRESS_TYPES = ("ExternalDNS", "ExternalIP", "InternalDNS", "InternalIP", "Hostname")
 INSTANCE_LABEL = "app.kubernetes.io/instance"  # on what render() makes; a user's Secret has the cluster label only
 # A Pod annotation that differs from the rendered one, and why the node restarts for it.
@@ -88,12 +97,13 @@ _RESTART_REASONS = ((CONFIG_HASH_ANNOTATION, "configuration changed"),
 
 @dataclass
 class ClusterMemory:
-    """What passes over one cluster remember: nodes restarted and not yet back, remove_nodes executions asked
-    for (node id -> execution id), new brokers not yet given load."""
+    """What passes over one cluster remember: nodes restarted and not yet back, new brokers not yet given load,
+    when removed nodes were last asked to be drained, and which were found empty once."""
 
     restarting: set[int] = field(default_factory=set)
-    draining: dict[int, str] = field(default_factory=dict)
     filling: set[int] = field(default_factory=set)
+    drain_requested_at: float | None = None  # time.monotonic() of the last remove_nodes request
+    empty_once: set[int] = field(default_factory=set)  # removed nodes one observation found empty
 
 
 async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memory: ClusterMemory | None = None,
@@ -126,11 +136,13 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
         return status
     for obj in desired:
         _adopt(obj, resource)
+    await _keep_rack_binding(kube, namespace, spec)
     wanted = {(resource_of(obj), obj["metadata"]["name"]) for obj in desired}
-    # A removed broker keeps its objects until the balancer has moved its replicas off it.
-    leaving = {_node_id(obj) for (kind, name), obj in existing.items()
-               if kind == PODS and (kind, name) not in wanted and not obj["metadata"].get("deletionTimestamp")
-               and obj["metadata"].get("labels", {}).get(BROKER_ROLE_LABEL) == "true"}
+    # A removed node keeps its objects (a Pod or ConfigMap says it is still there, running or not) until it holds
+    # no replica: the balancer moves them off first.
+    desired_ids = {node.node_id for node in cluster_nodes}
+    leaving = {node_id for (kind, _), obj in existing.items() if kind in (PODS, CONFIG_MAPS)
+               and (node_id := _node_id(obj)) is not None and node_id not in desired_ids}
     for (kind, name), obj in existing.items():
         if (kind, name) not in wanted and not obj["metadata"].get("deletionTimestamp"):
             if kind == CLAIMS and _annotation(obj, DELETE_CLAIM_ANNOTATION) != "true":
@@ -169,7 +181,7 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
             if not _contains(current.get(part) or {}, obj[part]):
                 log.info("cluster %s/%s: patching %s %s", namespace, spec.name, kind.plural, name)
                 patch = dict(obj[part])
-                if kind == CONFIG_MAPS:  # a merge patch keeps keys it does not name: drop stale ones
+                if part == "data":  # a merge patch keeps keys it does not name: drop stale ones
                     patch |= {key: None for key in current.get("data") or {} if key not in patch}
                 await kube.merge_patch(kind, namespace, name, {part: patch})
 
@@ -177,16 +189,25 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
     node_states = []
     for node in cluster_nodes:
         pod = pods[node.node_id]
-        if pod is None:
-            continue  # being created, with the configuration wanted
+        if pod is not None and (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") \
+                and not pod["metadata"].get("deletionTimestamp"):
+            # a bare Pod that ended (evicted, say) is never started again: the next pass creates it anew
+            log.info("cluster %s/%s: deleting ended pod %s", namespace, spec.name, node.name)
+            await kube.delete(PODS, namespace, node.name)
+            pod = None
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            # going or coming: not ready, and what the roll waits for (it has or gets the configuration wanted)
+            node_states.append(NodeState(node.node_id, frozenset(node.pool.roles), ready=False))
+            continue
         reasons = tuple(reason for annotation, reason in _RESTART_REASONS
                         if _annotation(pod, annotation) != _annotation(wanted_pods[node.node_id], annotation))
-        phase = (pod.get("status") or {}).get("phase")
         node_states.append(NodeState(node.node_id, frozenset(node.pool.roles), ready=_pod_ready(pod),
-                                     running=phase not in ("Failed", "Succeeded"), restart_reasons=reasons))
+                                     running=not _crash_looping(pod), restart_reasons=reasons))
     ready = sum(1 for node in node_states if node.ready)
-    memory.filling |= {node_id for pool in spec.node_pools if pool.is_broker for node_id in node_ids[pool.name]
-                       if node_id not in (old_status.get("nodeIds") or {}).get(pool.name, [node_id])}
+    if old_status.get("nodeIds"):  # a running cluster: its new brokers get load (a new cluster's are all new)
+        before = old_status["nodeIds"]
+        memory.filling |= {node_id for pool in spec.node_pools if pool.is_broker for node_id in node_ids[pool.name]
+                           if node_id not in before.get(pool.name, [])}
 
     warnings: list[tuple[str, str, str]] = []
     if unchanged_claims:
@@ -209,7 +230,7 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
             warnings.append(("Warning", "ScaleDownPending",
                              f"ScaleDownPending: nodes {_ids(leaving)} wait to be drained: {observed}"))
 
-    total = len(node_states) + sum(1 for node_id, pod in pods.items() if pod is None)
+    total = len(node_states)
     status["readyNodes"] = ready
     status["listeners"] = _listener_status(spec, namespace, cluster_nodes, external)
     wanted_conditions = ([("Ready", "AllNodesReady", f"{ready} of {total} nodes ready")] if ready == total else
@@ -255,26 +276,23 @@ def _listener_status(spec: ClusterSpec, namespace: str, cluster_nodes: list[Node
 
 def _quorum_change(existing: Mapping[tuple[Resource, str], dict], desired: list[dict]) -> str | None:
     """Why the spec cannot be applied when it changes the controllers: the metadata quorum's voters are static
-    (controller.quorum.voters), and nodes restarted with another voter set could elect two leaders."""
-    running = {_voters(obj["data"].get(CONFIG_KEY, "")) for (kind, _), obj in existing.items() if kind == CONFIG_MAPS}
-    running.discard(None)
-    wanted = {_voters(obj["data"][CONFIG_KEY]) for obj in desired if obj["kind"] == "ConfigMap"}
+    (controller.quorum.voters), and nodes restarted with another voter set could elect two leaders. The voters
+    are compared by node id: the addresses may change with the operator's version."""
+    running = {_voter_ids(obj.get("data") or {}) for (kind, _), obj in existing.items() if kind == CONFIG_MAPS}
+    running.discard(())
+    wanted = {_voter_ids(obj["data"]) for obj in desired if obj["kind"] == "ConfigMap"}
     if not running or running == wanted:
         return None
-    before, after = sorted(running)[0], sorted(wanted)[0]
+    before, after = (", ".join(map(str, ids)) for ids in (sorted(running)[0], sorted(wanted)[0]))
     return (f"spec.nodePools: the controllers cannot change once the cluster runs (the metadata quorum's voters "
-            f"are static): nodes {_voter_ids(before)} are the voters, the spec asks for {_voter_ids(after)}")
+            f"are static): nodes {before} are the voters, the spec asks for {after}")
 
 
-def _voters(properties: str) -> str | None:
-    for line in properties.splitlines():
+def _voter_ids(config_map_data: Mapping[str, str]) -> tuple[int, ...]:
+    for line in config_map_data.get(CONFIG_KEY, "").splitlines():
         if line.startswith("controller.quorum.voters="):
-            return line.partition("=")[2]
-    return None
-
-
-def _voter_ids(voters: str) -> str:
-    return ", ".join(entry.partition("@")[0] for entry in voters.split(","))
+            return tuple(sorted(int(entry.partition("@")[0]) for entry in line.partition("=")[2].split(",")))
+    return ()
 
 
 async def _external_addresses(kube: Kube, spec: ClusterSpec, cluster_nodes: list[Node],
@@ -298,9 +316,25 @@ async def _external_addresses(kube: Kube, spec: ClusterSpec, cluster_nodes: list
                 node_port = next((p.get("nodePort") for p in (service.get("spec") or {}).get("ports") or []), None)
                 pod = existing.get((PODS, node.name))
                 host = await _kubernetes_node_address(kube, ((pod or {}).get("spec") or {}).get("nodeName"))
+                if host is None:  # not scheduled (yet, or again while it restarts): the address it has stays
+                    host = _advertised_host(existing.get((CONFIG_MAPS, f"{node.name}-config")), listener)
                 if node_port and host:
                     found[node.node_id, listener.name] = (host, node_port)
     return found
+
+
+def _advertised_host(config_map: Mapping | None, listener: Listener) -> str | None:
+    """The host a node's configuration advertises on an external listener, unless it is its DNS name (the
+    fallback before Kubernetes gave an address)."""
+    text = ((config_map or {}).get("data") or {}).get(CONFIG_KEY, "")
+    for line in text.splitlines():
+        if line.startswith("advertised.listeners="):
+            for entry in line.partition("=")[2].split(","):
+                name, _, address = entry.partition("://")
+                host = address.rpartition(":")[0]
+                if name == listener.listener_name and not host.endswith(".svc"):
+                    return host
+    return None
 
 
 async def _kubernetes_node_address(kube: Kube, node_name: str | None) -> str | None:
@@ -322,7 +356,8 @@ async def _roll(kube: Kube, namespace: str, cluster: str, node_states: list[Node
     """One step of a rolling restart: delete the Pod of the node whose turn it is (the next pass creates it
     with the new configuration), or say what the roll waits for."""
     by_id = {node.node_id: node for node in node_states}
-    memory.restarting &= set(by_id)
+    # a node asked to restart again (its restart superseded by a newer change) is a candidate, not awaited
+    memory.restarting = {i for i in memory.restarting if i in by_id and not by_id[i].needs_restart}
     # not ready and not waiting for a restart: restarted, or new; the roll waits for it either way
     restarting = frozenset(memory.restarting | {n.node_id for n in node_states if not n.ready and not n.needs_restart})
     if isinstance(observed, ObserveError):
@@ -360,13 +395,19 @@ async def _roll(kube: Kube, namespace: str, cluster: str, node_states: list[Node
 async def _drain(kube: Kube, namespace: str, existing: Mapping[tuple[Resource, str], dict], leaving: set[int],
                  observed: Observation, properties: Mapping[str, str],
                  memory: ClusterMemory) -> list[tuple[str, str, str]]:
-    """Removed brokers: deleted once they hold no replica, else drained by a remove_nodes request."""
-    warnings = []
-    memory.draining = {node_id: run for node_id, run in memory.draining.items() if node_id in leaving}
+    """Removed nodes: deleted once two observations in a row find no replica on them (one broker's metadata can
+    lag), else drained by a remove_nodes request to the balancer, asked again only when no execution runs and
+    the last request is DRAIN_RETRY_S old."""
     holding = {node_id: observed.replicas_on(node_id) for node_id in sorted(leaving)}
+    memory.empty_once &= leaving
     for node_id, replicas in holding.items():
         if replicas:
+            memory.empty_once.discard(node_id)
             continue
+        if node_id not in memory.empty_once:
+            memory.empty_once.add(node_id)
+            continue
+        memory.empty_once.discard(node_id)
         for (kind, name), obj in existing.items():
             if _node_id(obj) == node_id and not (kind == CLAIMS and _annotation(obj, DELETE_CLAIM_ANNOTATION) != "true"):
                 log.info("cluster %s/%s: node %d drained, deleting %s %s", namespace,
@@ -374,43 +415,56 @@ async def _drain(kube: Kube, namespace: str, existing: Mapping[tuple[Resource, s
                 await kube.delete(kind, namespace, name)
     busy = {node_id: replicas for node_id, replicas in holding.items() if replicas}
     if not busy:
-        return []
-    asked = [node_id for node_id in busy if node_id not in memory.draining]
-    if asked or not await _running(properties, set(memory.draining[node_id] for node_id in busy)):
-        try:
-            result = await balancer_call(properties, "request", "remove_nodes", sorted(busy), None,
-                                     timeout_s=BALANCER_TIMEOUT_S, origin="operator")
-        except Exception as e:  # BalancerError (refused) or ControlError (no answer): reported, the node kept
-            return [("Warning", "ScaleDownBlocked", f"ScaleDownBlocked: nodes {_ids(busy)} still hold replicas "
-                                                    f"and cannot be drained: {e}")]
-        for node_id in busy:
-            memory.draining[node_id] = result.execution_id or ""
-    left = sum(len(replicas) for replicas in busy.values())
-    warnings.append(("Warning", "ScaleDownPending",
-                     f"ScaleDownPending: draining nodes {_ids(busy)} through the balancer, {left} replicas left"))
-    return warnings
+        return [("Warning", "ScaleDownPending", f"ScaleDownPending: nodes {_ids(leaving)} are empty and go next")
+                ] if memory.empty_once else []
+    left = f"nodes {_ids(busy)} hold {sum(len(r) for r in busy.values())} replicas"
+    try:
+        balancer = await balancer_call(properties, "status")
+    except ControlError as e:
+        return [("Warning", "ScaleDownPending", f"ScaleDownPending: {left}; the balancer does not answer: {e}")]
+    if balancer.progress is not None and balancer.progress.status not in ("done", "stopped"):
+        return [("Warning", "ScaleDownPending", f"ScaleDownPending: {left}; the balancer is moving replicas "
+                                                f"(execution {balancer.execution.id})")]
+    if memory.drain_requested_at is not None and time.monotonic() - memory.drain_requested_at < DRAIN_RETRY_S:
+        return [("Warning", "ScaleDownPending", f"ScaleDownPending: {left}; draining through the balancer")]
+    memory.drain_requested_at = time.monotonic()
+    try:
+        await balancer_call(properties, "request", "remove_nodes", sorted(busy), None,
+                            timeout_s=BALANCER_TIMEOUT_S, origin="operator")
+    except BalancerError as e:  # the others cannot take it: the node is kept, and the reason shown
+        return [("Warning", "ScaleDownBlocked", f"ScaleDownBlocked: {left} and cannot be drained: {e}")]
+    except ControlError as e:  # no answer yet: the request stays in the balancer's topic, and is looked at again
+        return [("Warning", "ScaleDownPending", f"ScaleDownPending: {left}; the balancer has not answered: {e}")]
+    return [("Warning", "ScaleDownPending", f"ScaleDownPending: {left}; draining through the balancer")]
 
 
 async def _fill(observed: Observation, properties: Mapping[str, str], memory: ClusterMemory) -> None:
     """New brokers, once registered: an add_nodes request gives them load (and takes them out of the balancer's
-    removed nodes, where an earlier scale-down of the same id left them)."""
+    removed nodes, where an earlier scale-down of the same id left them). Asked again on a later pass when the
+    balancer did not answer; a refusal (nothing to move, an execution running) is final: continuous mode fills
+    new nodes too."""
     registered = sorted(memory.filling & observed.brokers)
     if not registered:
         return
     try:
         await balancer_call(properties, "request", "add_nodes", registered, None, timeout_s=BALANCER_TIMEOUT_S,
-                        origin="operator")
-    except Exception as e:  # nothing to move is refused too; continuous mode fills new nodes anyway
-        log.info("balancer add_nodes %s: %s", registered, e)
+                            origin="operator")
+    except ControlError as e:
+        log.info("balancer add_nodes %s not answered, asked again later: %s", registered, e)
+        return
+    except BalancerError as e:
+        log.info("balancer add_nodes %s refused: %s", registered, e)
     memory.filling -= set(registered)
 
 
-async def _running(properties: Mapping[str, str], execution_ids: set[str]) -> bool:
-    """Whether the balancer's last execution is one of these and still running."""
-    status = await balancer_call(properties, "status")
-    execution = status.execution
-    return (execution is not None and execution.id in execution_ids
-            and status.progress is not None and status.progress.status not in ("done", "stopped"))
+def _crash_looping(pod: Mapping) -> bool:
+    """A Pod whose containers (or init containers) wait to be started again after failing, or cannot start at
+    all: it serves nothing, whatever its phase says (a crash loop keeps phase Running, a failing init Pending)."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        if ((container.get("state") or {}).get("waiting") or {}).get("reason") in _NOT_STARTING:
+            return True
+    return False
 
 
 def _pending(node_states: list[NodeState]) -> list[int]:
@@ -441,9 +495,28 @@ def _node_id(obj: Mapping) -> int | None:
     return int(value) if value is not None else None
 
 
+async def _keep_rack_binding(kube: Kube, namespace: str, spec: ClusterSpec) -> None:
+    """The cluster-scoped ClusterRoleBinding of rack awareness: there exactly while spec.rack is (no owner
+    reference can tie a cluster-scoped object to a namespaced one)."""
+    binding = rack_binding(spec, namespace)
+    name = rack_binding_name(spec.name, namespace)
+    if binding is None:
+        await kube.delete(CLUSTER_ROLE_BINDINGS, None, name)
+        return
+    try:
+        await kube.get(CLUSTER_ROLE_BINDINGS, None, name)
+    except KubeError as e:
+        if e.status != 404:
+            raise
+        log.info("cluster %s/%s: creating clusterrolebindings %s", namespace, spec.name, name)
+        with contextlib.suppress(AlreadyExists):
+            await kube.create(binding)
+
+
 async def delete_cluster(kube: Kube, namespace: str, name: str, resource: Mapping) -> None:
-    """Delete every object labelled for the cluster; its PersistentVolumeClaims only where the pool's
-    storage.deleteClaim is true (the claim's annotation says so, as render() wrote it)."""
+    """Delete every object labelled for the cluster, and its rack ClusterRoleBinding; its PersistentVolumeClaims
+    only where the pool's storage.deleteClaim is true (the claim's annotation says so, as render() wrote it)."""
+    await kube.delete(CLUSTER_ROLE_BINDINGS, None, rack_binding_name(name, namespace))
     for (kind, obj_name), obj in (await _existing(kube, namespace, name)).items():
         if kind == CLAIMS and _annotation(obj, DELETE_CLAIM_ANNOTATION) != "true":
             continue

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from odradek.config import LISTENER_PREFIX, unprefixed
 from odradek.operator import image as operator_image
 
 BROKER, CONTROLLER = "broker", "controller"
@@ -28,6 +29,11 @@ OPERATOR_OWNED = frozenset({
     "balancer.mode", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth",
     "ssl.endpoint.identification.algorithm", "authorizer.class.name", "super.users",
 })
+# Refused on every listener too (listener.name.<listener>.<setting>): the rules make the principals of the
+# certificates, which super.users (the nodes', the operator's) and OdradekUsers' ACLs (User:CN=<name>) name.
+PRINCIPAL_SETTINGS = frozenset({"ssl.principal.mapping.rules"})
+# The operator's own listeners: every per-listener setting of theirs (their mutual TLS) is the operator's.
+OPERATOR_LISTENER_PREFIXES = (f"{LISTENER_PREFIX}controller.", f"{LISTENER_PREFIX}replication.")
 AUTHORIZATION_TYPES = ("simple",)
 
 _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1035 label: it starts Service names
@@ -327,8 +333,9 @@ def _parse_config(value, path: str) -> Mapping[str, str]:
     for key, setting in value.items():
         if not isinstance(key, str) or not key or re.search(r"[\s=:#!]", key):
             raise SpecError(f"{path}: {key!r} is not a setting name")
-        if key in OPERATOR_OWNED:
-            raise SpecError(f"{path}.{key}: the operator sets {key} itself")
+        owner = _owned(key)
+        if owner:
+            raise SpecError(f"{path}.{key}: {owner}")
         if isinstance(setting, bool):
             text = "true" if setting else "false"
         elif isinstance(setting, int | float | str):
@@ -339,6 +346,17 @@ def _parse_config(value, path: str) -> Mapping[str, str]:
             raise SpecError(f"{path}.{key}: a value cannot hold a line break or end with a backslash")
         config[key] = text
     return MappingProxyType(config)
+
+
+def _owned(key: str) -> str | None:
+    """Why spec.config cannot set `key`, when it cannot."""
+    if key in OPERATOR_OWNED:
+        return f"the operator sets {key} itself"
+    if key.startswith(OPERATOR_LISTENER_PREFIXES):
+        return f"the operator sets the {key.split('.')[2]} listener's settings itself"
+    if unprefixed(key) in PRINCIPAL_SETTINGS:
+        return f"{unprefixed(key)} stays the default: super.users and OdradekUsers' ACLs name the principals it makes"
+    return None
 
 
 def _check_name_lengths(cluster: str, pools: tuple[NodePool, ...], listeners: tuple[Listener, ...]) -> None:

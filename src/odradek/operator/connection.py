@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -38,9 +39,9 @@ def admin_properties(spec: ClusterSpec, node_ids: Mapping[str, list[int]], names
 
 
 def operator_tls(namespace: str, cluster: str, secret_data: Mapping[str, str]) -> dict[str, str]:
-    """The TLS client properties of the operator's certificate (its Secret's data, base64), written to files of
-    the operator's own (rewritten only when they change)."""
-    directory = Path(tempfile.gettempdir()) / f"odradek-operator-{os.getuid()}" / namespace / cluster
+    """The TLS client properties of the operator's certificate (its Secret's data, base64), written to files in
+    a directory of this process's own, readable by its user only (rewritten only when they change)."""
+    directory = _private_directory() / namespace / cluster
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     files = {}
     for key, setting in ((CA_CERT, "ssl.ca.location"), (OPERATOR_CERT, "ssl.certificate.location"),
@@ -48,12 +49,18 @@ def operator_tls(namespace: str, cluster: str, secret_data: Mapping[str, str]) -
         path = directory / key
         content = base64.b64decode(secret_data[key])
         if not path.exists() or path.read_bytes() != content:
-            partial = path.with_suffix(".partial")
-            partial.write_bytes(content)
-            partial.chmod(0o600)
+            partial = directory / f".{key}.partial"
+            with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+                out.write(content)
             partial.replace(path)  # a client reading it meanwhile sees the old file or the new, never half
         files[setting] = str(path)
     return {"security.protocol": "ssl", **files}
+
+
+@functools.cache
+def _private_directory() -> Path:
+    """Made once per process (mode 0700): two operators on one machine (tests) never share key files."""
+    return Path(tempfile.mkdtemp(prefix="odradek-operator-"))
 
 
 async def balancer_call(properties: Mapping[str, str], method: str, *args, **kwargs):

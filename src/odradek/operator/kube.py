@@ -60,6 +60,7 @@ SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts")
 DISRUPTION_BUDGETS = Resource("policy/v1", "poddisruptionbudgets")
 SECRETS = Resource("v1", "secrets")
 NODES = Resource("v1", "nodes", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False)
 NETWORK_POLICIES = Resource("networking.k8s.io/v1", "networkpolicies")
 CLUSTERS = Resource("odradek.io/v1beta1", "odradekclusters")
 TOPICS = Resource("odradek.io/v1beta1", "odradektopics")
@@ -68,8 +69,9 @@ REBALANCES = Resource("odradek.io/v1beta1", "odradekrebalances")
 
 _BY_KIND = {("v1", "Pod"): PODS, ("v1", "ConfigMap"): CONFIG_MAPS, ("v1", "Service"): SERVICES,
             ("v1", "PersistentVolumeClaim"): CLAIMS, ("v1", "ServiceAccount"): SERVICE_ACCOUNTS,
-            ("v1", "Secret"): SECRETS, ("policy/v1", "PodDisruptionBudget"): DISRUPTION_BUDGETS,
+            ("v1", "Secret"): SECRETS, ("v1", "Node"): NODES, ("policy/v1", "PodDisruptionBudget"): DISRUPTION_BUDGETS,
             ("networking.k8s.io/v1", "NetworkPolicy"): NETWORK_POLICIES,
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): CLUSTER_ROLE_BINDINGS,
             ("odradek.io/v1beta1", "OdradekCluster"): CLUSTERS, ("odradek.io/v1beta1", "OdradekTopic"): TOPICS,
             ("odradek.io/v1beta1", "OdradekUser"): USERS, ("odradek.io/v1beta1", "OdradekRebalance"): REBALANCES}
 

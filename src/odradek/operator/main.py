@@ -197,12 +197,22 @@ async def _client_config(kube: Kube, namespace: str, resource: Mapping,
 
 
 async def _write_status(kube: Kube, kind: Resource, namespace: str, resource: Mapping, status: dict) -> None:
-    """Write the whole status when it changed: keys it no longer has are removed (a merge patch keeps them)."""
+    """Write the whole status when it changed."""
     old = resource.get("status") or {}
     if old == status:
         return
-    patch = status | {key: None for key in old if key not in status}
-    await kube.merge_patch(kind, namespace, resource["metadata"]["name"], {"status": patch}, subresource="status")
+    await kube.merge_patch(kind, namespace, resource["metadata"]["name"], {"status": _replacing(old, status)},
+                           subresource="status")
+
+
+def _replacing(old: Mapping, new: Mapping) -> dict:
+    """A merge patch turning `old` into `new`: keys `new` lacks, at any depth, set to null (a merge patch keeps
+    what it does not name, and a status keeping a removed pool's node ids would differ from every pass's)."""
+    patch = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        patch[key] = _replacing(before, value) if isinstance(value, Mapping) and isinstance(before, Mapping) else value
+    return patch
 
 
 def operator_settings() -> kopf.OperatorSettings:

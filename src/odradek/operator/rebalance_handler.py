@@ -57,15 +57,25 @@ def state_of(resource: Mapping) -> str:
 def next_action(state: str, annotation: str | None, spec_changed: bool = False) -> str:
     """What a pass does: propose, execute, stop, watch (an execution running) or nothing. A spec changed since
     the last proposal (and not running) is proposed again, its old proposal no longer meaning anything."""
-    if annotation == "refresh" or (spec_changed and state != "Rebalancing"):
+    if state == "Rebalancing":  # a refresh or a new spec waits for the execution: it would be lost track of
+        return "stop" if annotation == "stop" else "watch"
+    if annotation == "refresh" or spec_changed:
         return "propose"
     if state in ("New", "PendingProposal"):
         return "propose"
     if state == "ProposalReady" and annotation == "approve":
         return "execute"
-    if state == "Rebalancing":
-        return "stop" if annotation == "stop" else "watch"
     return "nothing"
+
+
+def _acted_on(annotation: str | None, action: str) -> bool:
+    """Whether the pass did what the annotation asked: one it could not act on yet (an approval before the
+    proposal is ready) stays for a later pass; one that means nothing in the state is dropped."""
+    if annotation is None:
+        return False
+    wanted = {"approve": "execute", "stop": "stop", "refresh": "propose"}.get(annotation)
+    return (wanted is None or wanted == action or action == "nothing"
+            or (action == "watch" and annotation != "refresh"))  # a refresh waits for the execution's end
 
 
 async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str]) -> tuple[dict, bool]:
@@ -131,4 +141,4 @@ async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str
         previous = next((c for c in old.get("conditions") or [] if c.get("type") == state), {})
         reason, message = previous.get("reason", state), previous.get("message", "")
     status["conditions"] = status_conditions(old, [(state, reason, message)])
-    return status, annotation is not None and action != "nothing"
+    return status, _acted_on(annotation, action)

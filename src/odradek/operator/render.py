@@ -1,6 +1,8 @@
 """The Kubernetes objects of an OdradekCluster: per node a ConfigMap, a PVC and a Pod, and the cluster's Services,
 PodDisruptionBudget, NetworkPolicy and ServiceAccount, as plain dicts in a fixed order (no owner references: the
-caller adopts). The certificates' Secrets, which the Pods mount, come from certificates.desired_secrets()."""
+caller adopts). The certificates' Secrets, which the Pods mount, come from certificates.desired_secrets(). With
+rack awareness, the ClusterRoleBinding that lets the nodes read their Kubernetes node comes from rack_binding():
+it is cluster-scoped, so it cannot be owned by the cluster and is not among render()'s objects."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from odradek.config import CONFIG_PROVIDERS
+from odradek.config_providers import DIRECTORY_PROVIDER
 from odradek.operator.cluster_spec import (
     CONTROLLER_PORT,
     REPLICATION_PORT,
@@ -41,6 +45,14 @@ CLIENTS_CA_BUNDLE_KEY = "clients-ca.crt"  # the clients CA's: whom listeners wit
 _NODE_CERTS_KEYS = (NODE_KEYSTORE_KEY, CLUSTER_CA_BUNDLE_KEY, CLIENTS_CA_BUNDLE_KEY)  # what the node reads
 ORGANIZATION = "odradek"  # the O of the certificates the cluster CA issues
 OPERATOR_COMMON_NAME = "odradek-operator"
+
+# Rack awareness (rack.py): the rack init container writes the Kubernetes node's label into RACK_FILE of an
+# emptyDir, which the broker reads through a directory config provider of its own name (beside any the user names).
+INIT_DIR = "/var/run/odradek/init"
+RACK_FILE = "rack.id"
+RACK_PROVIDER = "odradekdir"
+RACK_CLUSTER_ROLE = "odradek-node-rack"  # deploy/operator.yaml: get on nodes
+NAMESPACE_LABEL = "odradek.io/namespace"  # on cluster-scoped objects, which have no namespace of their own
 
 # (node id, listener name) -> (host, port) clients outside Kubernetes reach that broker's listener at
 ExternalAddresses = Mapping[tuple[int, str], tuple[str, int]]
@@ -171,6 +183,12 @@ def server_properties(spec: ClusterSpec, node: Node, cluster_nodes: list[Node], 
         settings["metrics.listener"] = f"http://0.0.0.0:{spec.metrics.port}"
     settings.update(spec.config)
     settings.update(pool.config)
+    if _has_rack(spec, pool):
+        providers = [name.strip() for name in settings.get(CONFIG_PROVIDERS, "").split(",") if name.strip()]
+        settings[CONFIG_PROVIDERS] = ",".join(providers + [RACK_PROVIDER] if RACK_PROVIDER not in providers
+                                              else providers)
+        settings[f"{CONFIG_PROVIDERS}.{RACK_PROVIDER}.class"] = DIRECTORY_PROVIDER
+        settings["broker.rack"] = f"${{{RACK_PROVIDER}:{INIT_DIR}:{RACK_FILE}}}"
     header = (f"# Node {node.node_id} (pool {pool.name}) of OdradekCluster {spec.name}, written by the Odradek "
               "operator:\n# edit the OdradekCluster, not this file.\n")
     return header + _REPLICATION_COMMENT + "".join(f"{key}={settings[key]}\n" for key in sorted(settings))
@@ -199,6 +217,33 @@ def render(spec: ClusterSpec, node_ids: Mapping[str, list[int]], cluster_id: str
             objects += [_broker_service(spec, node, namespace, listener)
                         for listener in spec.listeners if listener.is_external]
     return objects
+
+
+def rack_binding_name(cluster: str, namespace: str) -> str:
+    return f"odradek-{namespace}-{cluster}-rack"
+
+
+def rack_binding(spec: ClusterSpec, namespace: str) -> dict | None:
+    """With rack awareness, the ClusterRoleBinding that lets the cluster's nodes' ServiceAccount get Kubernetes
+    nodes (their rack init container reads its node's labels); None without. Nodes are cluster-scoped, so only a
+    ClusterRoleBinding grants them; it is cluster-scoped too, and its labels (the cluster's, and its namespace)
+    find it again for deletion."""
+    if not spec.rack_topology_key:
+        return None
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": rack_binding_name(spec.name, namespace),
+                         "labels": cluster_labels(spec) | {NAMESPACE_LABEL: namespace}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RACK_CLUSTER_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": node_service_account_name(spec), "namespace": namespace}]}
+
+
+def node_service_account_name(spec: ClusterSpec) -> str:
+    return f"{spec.name}-node"
+
+
+def _has_rack(spec: ClusterSpec, pool: NodePool) -> bool:
+    """Rack awareness applies to brokers: Kafka's controllers do not register a rack."""
+    return bool(spec.rack_topology_key) and pool.is_broker
 
 
 def cluster_labels(spec: ClusterSpec) -> dict[str, str]:
@@ -236,7 +281,7 @@ def _service_port(name: str, port: int) -> dict:
 
 def _service_account(spec: ClusterSpec, namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": _metadata(f"{spec.name}-node", namespace, cluster_labels(spec))}
+            "metadata": _metadata(node_service_account_name(spec), namespace, cluster_labels(spec))}
 
 
 def _headless_service(spec: ClusterSpec, namespace: str) -> dict:
@@ -310,6 +355,7 @@ def _claim(spec: ClusterSpec, node: Node, namespace: str) -> dict:
 def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: str,
          certificate_hash: str | None) -> dict:
     pool = node.pool
+    has_rack = _has_rack(spec, pool)
     config_dir = posixpath.dirname(CONFIG_PATH)
     # The claim is mounted above the log dir: a fresh volume's lost+found stays out of log.dirs.
     data_dir = posixpath.dirname(DATA_PATH)
@@ -317,6 +363,8 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
     mounts = [{"name": "config", "mountPath": config_dir, "readOnly": True},
               {"name": "certs", "mountPath": CERTS_DIR, "readOnly": True},
               {"name": "data", "mountPath": data_dir}]
+    if has_rack:
+        mounts.append({"name": "init", "mountPath": INIT_DIR, "readOnly": True})
     container_security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     ports = []
     if pool.is_controller:
@@ -337,9 +385,6 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
         "readinessProbe": {"tcpSocket": {"port": ready_port}, "initialDelaySeconds": 5, "periodSeconds": 10},
         "securityContext": container_security,
     }
-    if spec.rack_topology_key:
-        # broker.rack is the label spec.rack.topologyKey of this Kubernetes node, read at run time
-        container["env"] = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     if pool.resources:
         container["resources"] = {kind: dict(amounts) for kind, amounts in pool.resources.items()}
     format_storage = {
@@ -352,6 +397,23 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
     }
     if pool.resources:
         format_storage["resources"] = container["resources"]
+    init_containers = [format_storage]
+    volumes = [
+        {"name": "config", "configMap": {"name": f"{node.name}-config",
+                                         "items": [{"key": CONFIG_KEY, "path": posixpath.basename(CONFIG_PATH)}]}},
+        # readable by the node's group (fsGroup) only: node.pem holds the node's private key
+        {"name": "certs", "secret": {"secretName": node_certs_secret_name(node.name), "defaultMode": 0o440,
+                                     "items": [{"key": key, "path": key} for key in _NODE_CERTS_KEYS]}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{node.name}"}},
+    ]
+    if has_rack:
+        # after storage format, which does not need broker.rack (its reference to a file not yet written is left
+        # as it is), and before the node
+        rack = _rack_container(spec, container_security)
+        if pool.resources:
+            rack["resources"] = container["resources"]
+        init_containers.append(rack)
+        volumes.append({"name": "init", "emptyDir": {}})
     annotations = {CONFIG_HASH_ANNOTATION: config_hash(text)}
     if certificate_hash is not None:
         annotations[CERTIFICATE_HASH_ANNOTATION] = certificate_hash
@@ -363,23 +425,31 @@ def _pod(spec: ClusterSpec, node: Node, namespace: str, cluster_id: str, text: s
         "spec": {
             "hostname": node.name,
             "subdomain": headless_service_name(spec.name),
-            "serviceAccountName": f"{spec.name}-node",
-            "automountServiceAccountToken": False,
+            "serviceAccountName": node_service_account_name(spec),
+            # Only the rack init container calls the API (get on its Kubernetes node), with the Pod's service
+            # account token; without rack awareness nothing does, so no token is mounted.
+            "automountServiceAccountToken": has_rack,
             "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
             "securityContext": {"runAsNonRoot": True, "runAsUser": NODE_UID, "runAsGroup": NODE_UID,
                                 "fsGroup": NODE_UID},
-            "initContainers": [format_storage],
+            "initContainers": init_containers,
             "containers": [container],
-            "volumes": [
-                {"name": "config", "configMap": {"name": f"{node.name}-config",
-                                                 "items": [{"key": CONFIG_KEY,
-                                                            "path": posixpath.basename(CONFIG_PATH)}]}},
-                # readable by the node's group (fsGroup) only: node.pem holds the node's private key
-                {"name": "certs", "secret": {"secretName": node_certs_secret_name(node.name), "defaultMode": 0o440,
-                                             "items": [{"key": key, "path": key} for key in _NODE_CERTS_KEYS]}},
-                {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{node.name}"}},
-            ],
+            "volumes": volumes,
         },
+    }
+
+
+def _rack_container(spec: ClusterSpec, container_security: dict) -> dict:
+    """Writes the label spec.rack.topologyKey of the Kubernetes node the Pod runs on to INIT_DIR/RACK_FILE."""
+    return {
+        "name": "rack",
+        "image": spec.image,
+        # Kubernetes expands $(NODE_NAME) in a command from the container's env
+        "command": [NODE_COMMAND[0], "operator", "write-rack", "--node", "$(NODE_NAME)",
+                    "--label", spec.rack_topology_key, "--output", posixpath.join(INIT_DIR, RACK_FILE)],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "volumeMounts": [{"name": "init", "mountPath": INIT_DIR}],
+        "securityContext": container_security,
     }
 
 

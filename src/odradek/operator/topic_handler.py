@@ -8,8 +8,12 @@ rest of the spec is still applied; renaming a managed topic is refused and nothi
 when its resource first sees it is adopted, as Strimzi does; among OdradekTopics naming one topic the oldest
 manages it and the others are NotReady (ResourceConflict).
 
-The decisions are a pure function (plan_topic) from the spec and what the cluster holds; the shell around it
-talks to the cluster with confluent-kafka's AdminClient, whose blocking calls run in a thread.
+The topic's replicas are its partitions' smallest replica count (replication_factor): a partition the balancer
+is moving lists its new replicas with its old until the move ends, which would otherwise read as a changed
+replication factor and flap the topic NotReady.
+
+The decisions are pure functions (plan_topic, topic_state) from the spec and what the cluster holds; the shell
+around them talks to the cluster with confluent-kafka's AdminClient, whose blocking calls run in a thread.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -32,24 +36,19 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.operator.admin_calls import REQUEST_TIMEOUT_S, RequestRefused, future_result
 from odradek.operator.crds import CLUSTER_LABEL, TOPIC_NAME
 from odradek.operator.status import status_conditions
 
 MANAGED_ANNOTATION = "odradek.io/managed"  # "false": deleting the resource keeps the topic
 MANAGED_CONFIG_STATUS = "managedConfigKeys"
 LAST_SEEN = ("topicName", "topicId", "partitions", "replicas")  # status fields that describe the topic
-REQUEST_TIMEOUT_S = 30.0
 # How long a pass waits for the topic or partitions it created to be in the metadata a broker answers with.
 CHANGE_VISIBLE_S = 15.0
 
 
 class TopicSpecError(ValueError):
     """The resource asks for something no topic can be (the CRD schema would normally have refused it)."""
-
-
-class TopicRequestError(Exception):
-    """The cluster refused a request for a reason retrying will not change (an invalid config value, more
-    replicas than brokers): reported as NotReady, not retried."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +154,29 @@ def plan_topic(spec: TopicSpec, state: TopicState | None, managed_before: Iterab
                      managed_config=tuple(sorted(spec.config)))
 
 
+def replication_factor(replica_counts: Iterable[int]) -> int:
+    """The topic's replication factor, judged from its partitions' replica counts: the smallest (0 for none).
+
+    A partition being reassigned (the balancer moving a replica) lists its target replicas and those being
+    removed together until the move ends, so counts at least as many as before and after it; describing a topic
+    through confluent-kafka does not say which replicas are being added (TopicPartitionInfo has replicas and isr
+    only). A partition not being moved counts exactly its own. So the smallest count is not raised by moves under
+    way unless every partition is being moved at once, where the largest is raised as soon as one is, and the most
+    common as soon as most are. And the partition with the fewest replicas, the first to lose data, is the one
+    the status reports."""
+    return min(replica_counts, default=0)
+
+
+def topic_state(description, entries: Mapping) -> TopicState:
+    """What the cluster holds for a topic, from confluent-kafka's TopicDescription and its ConfigEntry by key."""
+    return TopicState(
+        topic_id=str(description.topic_id), partitions=len(description.partitions),
+        replicas=replication_factor(len(p.replicas) for p in description.partitions),
+        config={key: entry.value for key, entry in entries.items()},
+        overridden=frozenset(key for key, entry in entries.items()
+                             if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value))
+
+
 def topic_conditions(old_status: Mapping, plan: TopicPlan) -> list[dict]:
     if plan.refused:
         return status_conditions(old_status, [("NotReady", "NotSupported", "; ".join(plan.refused))])
@@ -196,7 +218,7 @@ async def reconcile_topic(namespace: str, resource: Mapping, client_config: dict
     try:
         plan, state = await asyncio.to_thread(_apply_topic, client_config, spec,
                                               old_status.get(MANAGED_CONFIG_STATUS) or [])
-    except TopicRequestError as e:
+    except RequestRefused as e:
         status["conditions"] = status_conditions(old_status, [("NotReady", "KafkaError", str(e))])
         return status
     status |= {"topicName": spec.name, "topicId": state.topic_id, "partitions": state.partitions,
@@ -227,13 +249,13 @@ def _apply_topic(client_config: dict, spec: TopicSpec, managed_before: Iterable[
     if plan.create:
         topic = NewTopic(spec.name, num_partitions=spec.partitions, replication_factor=spec.replicas,
                          config=plan.set_config)
-        _result(admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[spec.name], f"create {spec.name}",
-                ignore=KafkaError.TOPIC_ALREADY_EXISTS)
+        future_result(admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[spec.name],
+                      f"create {spec.name}", ignore=KafkaError.TOPIC_ALREADY_EXISTS)
     else:
         if plan.partitions is not None:
-            _result(admin.create_partitions([NewPartitions(spec.name, plan.partitions)],
-                                            request_timeout=REQUEST_TIMEOUT_S)[spec.name],
-                    f"raise the partitions of {spec.name}")
+            future_result(admin.create_partitions([NewPartitions(spec.name, plan.partitions)],
+                                                  request_timeout=REQUEST_TIMEOUT_S)[spec.name],
+                          f"raise the partitions of {spec.name}")
         if plan.set_config or plan.delete_config:
             entries = ([ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
                         for key, value in plan.set_config.items()]
@@ -241,7 +263,7 @@ def _apply_topic(client_config: dict, spec: TopicSpec, managed_before: Iterable[
                           for key in plan.delete_config])
             resource = ConfigResource(ResourceType.TOPIC, spec.name, incremental_configs=entries)
             for future in admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S).values():
-                _result(future, f"alter the config of {spec.name}")
+                future_result(future, f"alter the config of {spec.name}")
     # The broker answering may not have the new topic or partitions in its metadata yet: the status must.
     made = spec.partitions if plan.create or plan.partitions is not None else 1
     deadline = time.monotonic() + CHANGE_VISIBLE_S
@@ -256,18 +278,13 @@ def _apply_topic(client_config: dict, spec: TopicSpec, managed_before: Iterable[
 
 def _describe(admin: AdminClient, name: str) -> TopicState | None:
     future = admin.describe_topics(TopicCollection([name]), request_timeout=REQUEST_TIMEOUT_S)[name]
-    description = _result(future, f"describe {name}", ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    description = future_result(future, f"describe {name}", ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
     if description is None:
         return None
     resource = ConfigResource(ResourceType.TOPIC, name)
-    entries = _result(admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource],
-                      f"describe the config of {name}")
-    return TopicState(
-        topic_id=str(description.topic_id), partitions=len(description.partitions),
-        replicas=max((len(p.replicas) for p in description.partitions), default=0),
-        config={key: entry.value for key, entry in entries.items()},
-        overridden=frozenset(key for key, entry in entries.items()
-                             if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value))
+    entries = future_result(admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource],
+                            f"describe the config of {name}")
+    return topic_state(description, entries)
 
 
 def _delete_topic(client_config: dict, name: str, topic_id: str) -> None:
@@ -275,19 +292,5 @@ def _delete_topic(client_config: dict, name: str, topic_id: str) -> None:
     state = _describe(admin, name)
     if state is None or state.topic_id != topic_id:
         return
-    _result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT_S)[name], f"delete {name}",
-            ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)
-
-
-def _result(future, doing: str, ignore: int | None = None):
-    """The future's result; None for the error `ignore`. An error retrying cannot fix is a TopicRequestError;
-    others (the cluster unreachable, a timeout) raise as they are, for the caller to retry the pass."""
-    try:
-        return future.result(timeout=REQUEST_TIMEOUT_S + 5)
-    except KafkaException as e:
-        error: KafkaError = e.args[0]
-        if error.code() == ignore:
-            return None
-        if error.retriable() or error.code() < 0:  # librdkafka's own errors: transport, timeouts
-            raise
-        raise TopicRequestError(f"cannot {doing}: {error.str()}") from None
+    future_result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT_S)[name], f"delete {name}",
+                  ignore=KafkaError.UNKNOWN_TOPIC_OR_PART)

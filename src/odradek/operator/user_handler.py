@@ -1,11 +1,18 @@
 """Reconciling an OdradekUser: its credentials, ACLs and client quotas made to match its spec, as Strimzi's user
 operator does for a KafkaUser.
 
-Each user has a Secret named after it, whose data each pass makes exactly what its authentication needs:
+Each user has a Secret named after it, labelled odradek.io/kind: OdradekUser (as Strimzi's strimzi.io/kind:
+KafkaUser) and owned by the resource, whose data each pass makes exactly what its authentication needs. A Secret
+of that name the resource does not own (say the cluster CA's, for a user named <cluster>-cluster-ca) is never
+written nor deleted: the user is NotReady (SecretConflict) and nothing of it reaches the cluster.
 
 - scram-sha-512: a password generated once (Strimzi's keys: `password` and `sasl.jaas.config`); every pass reads
-  it back and upserts the broker's credential from it, so the Secret and the cluster agree even after either was
-  changed by hand. Its name in Kafka is the resource's name.
+  it back and upserts the broker's credential from it when the credential is missing or the password is not the
+  one last upserted (a digest of which the Secret's annotation odradek.io/credential-digest keeps), so the Secret
+  and the cluster agree even after the Secret was changed or the credential deleted by hand; not on every pass,
+  as each upsert salts the password anew: a record in the metadata log, and a new salt under a client's SCRAM
+  exchange under way. (A credential upserted by hand with another password is not noticed: Kafka describes a
+  credential's mechanism and iterations, not its password.) Its name in Kafka is the resource's name.
 - tls: `user.crt` (the certificate, then the clients CA's), `user.key` and `ca.crt`, as Strimzi's, signed by the
   cluster's clients CA (the Secret certificates.clients_ca_secret_name names; NotReady until the cluster's
   reconciliation has made it) and kept until certificates.issue_user_certificate reissues it (a new signing CA,
@@ -20,8 +27,8 @@ none, so that a user switched from one to the other leaves nothing behind (its S
 spec the CRD schema let through but Kafka cannot take changes nothing and is NotReady.
 
 The decisions are pure functions (parse_user, kafka_username, wanted_by_username, plan_acls, plan_quotas,
-user_secret, tls_user_secret, secret_data_patch); the shell around them talks to the cluster with
-confluent-kafka's AdminClient (in a thread) and, for client quotas, which that client has no API for, sends
+user_secret, tls_user_secret, owns, credential_digest, secret_patch); the shell around them talks to the cluster
+with confluent-kafka's AdminClient (in a thread) and, for client quotas, which that client has no API for, sends
 DescribeClientQuotas and AlterClientQuotas itself, as `odradek quotas` does.
 """
 
@@ -30,12 +37,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import hashlib
 import secrets
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -47,10 +55,12 @@ from confluent_kafka.admin import (
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
 
 from odradek.network.client import NodeConnection
+from odradek.operator.admin_calls import REQUEST_TIMEOUT_S, RequestRefused, future_result
 from odradek.operator.certificates import clients_ca_secret_name, issue_user_certificate
 from odradek.operator.crds import CLUSTER_LABEL
 from odradek.operator.kube import SECRETS, Kube, KubeError
@@ -59,13 +69,14 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.client_properties import client_security
 
 AUTHENTICATIONS = ("scram-sha-512", "tls")
+KIND_LABEL, USER_KIND = "odradek.io/kind", "OdradekUser"  # on the users' Secrets, as Strimzi's strimzi.io/kind
+CREDENTIAL_DIGEST = "odradek.io/credential-digest"  # on a SCRAM user's Secret: credential_digest of the broker's
 SCRAM_ITERATIONS = 4096
 PASSWORD_LENGTH = 32
 # Letters and digits only: the password goes between the JAAS line's double quotes unescaped.
 PASSWORD_ALPHABET = string.ascii_letters + string.digits
 COMMON_NAME_MAX = 64  # X.509's upper bound on a CN, which a tls user's name is
 CLUSTER_RESOURCE_NAME = "kafka-cluster"  # the one name of the cluster resource in Kafka's ACLs
-REQUEST_TIMEOUT_S = 30.0
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 MATCH_EXACT = 0
 QUOTA_KEYS = {"producerByteRate": "producer_byte_rate", "consumerByteRate": "consumer_byte_rate",
@@ -81,10 +92,6 @@ OPERATIONS = {name: AclOperation[_snake] for name, _snake in (
 
 class UserSpecError(ValueError):
     """The spec asks for what Kafka cannot take (the CRD schema would normally have refused it)."""
-
-
-class UserRequestError(Exception):
-    """The cluster refused a request for a reason retrying will not change: reported as NotReady."""
 
 
 @dataclass(frozen=True, order=True)
@@ -207,12 +214,24 @@ def jaas_config(username: str, password: str) -> str:
             f'password="{password}";')
 
 
+def credential_digest(password: str) -> str:
+    """The digest of the password last upserted as the user's credential, which its Secret keeps: its SHA-256.
+
+    A plain digest, not an HMAC: it gives nothing away, as whoever can read the annotation can read the password
+    in the same Secret's data, and a password new_password made (32 of 62 characters, about 190 bits) cannot be
+    found from its digest anyway. The operator has no key of its own an HMAC could take that would outlive it."""
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
 def user_secret(resource: Mapping, namespace: str, password: str) -> dict:
     """A SCRAM user's Secret as Strimzi shapes it: base64 `password` and `sasl.jaas.config`, labelled for the
-    cluster and owned by the OdradekUser (so a real cluster's garbage collector removes it with the user)."""
+    cluster and owned by the OdradekUser (so a real cluster's garbage collector removes it with the user); it is
+    written once the password is the broker's credential, which its annotation says."""
     name = resource["metadata"]["name"]
-    return _secret(resource, namespace, {"password": _b64(password),
-                                         "sasl.jaas.config": _b64(jaas_config(name, password))})
+    secret = _secret(resource, namespace, {"password": _b64(password),
+                                           "sasl.jaas.config": _b64(jaas_config(name, password))})
+    secret["metadata"]["annotations"] = {CREDENTIAL_DIGEST: credential_digest(password)}
+    return secret
 
 
 def tls_user_secret(resource: Mapping, namespace: str, certificate: Mapping[str, str]) -> dict:
@@ -220,12 +239,35 @@ def tls_user_secret(resource: Mapping, namespace: str, certificate: Mapping[str,
     return _secret(resource, namespace, certificate)
 
 
-def secret_data_patch(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict | None:
-    """The merge patch making a Secret's data exactly `wanted`, removing the keys it no longer needs (a user that
-    switched authentication); None when it already is."""
-    if dict(current) == dict(wanted):
-        return None
-    return {"data": dict(wanted) | {key: None for key in current if key not in wanted}}
+def owns(resource: Mapping, secret: Mapping) -> bool:
+    """Whether `secret` is the user's own, which its passes may write and its deletion delete: one the resource
+    owns (an ownerReference with its uid) or, for a resource without a uid (not read from a cluster), one labelled
+    an OdradekUser's. Any other Secret of the user's name is someone else's."""
+    meta = secret.get("metadata") or {}
+    uid = (resource.get("metadata") or {}).get("uid")
+    if uid:
+        return any(reference.get("uid") == uid for reference in meta.get("ownerReferences") or [])
+    return (meta.get("labels") or {}).get(KIND_LABEL) == USER_KIND
+
+
+def secret_patch(current: Mapping, wanted: Mapping) -> dict | None:
+    """The merge patch making the user's Secret `current` what `wanted` (user_secret's or tls_user_secret's) says:
+    its labels and annotations set where they differ, the credential digest removed when no longer wanted, and
+    its data exactly the wanted, without the keys it no longer needs (a user that switched authentication);
+    None when nothing differs. Labels and annotations someone else added stay."""
+    meta, wanted_meta = current.get("metadata") or {}, wanted["metadata"]
+    patch: dict = {}
+    for field in ("labels", "annotations"):
+        have, want = meta.get(field) or {}, wanted_meta.get(field) or {}
+        changes = {key: value for key, value in want.items() if have.get(key) != value}
+        if field == "annotations" and CREDENTIAL_DIGEST in have and CREDENTIAL_DIGEST not in want:
+            changes[CREDENTIAL_DIGEST] = None
+        if changes:
+            patch.setdefault("metadata", {})[field] = changes
+    data, wanted_data = current.get("data") or {}, wanted["data"]
+    if dict(data) != dict(wanted_data):
+        patch["data"] = dict(wanted_data) | {key: None for key in data if key not in wanted_data}
+    return patch or None
 
 
 def _secret(resource: Mapping, namespace: str, data: Mapping[str, str]) -> dict:
@@ -233,7 +275,8 @@ def _secret(resource: Mapping, namespace: str, data: Mapping[str, str]) -> dict:
     name = meta["name"]
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": name, "namespace": namespace,
-                           "labels": {CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, "")}},
+                           "labels": {CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
+                                      KIND_LABEL: USER_KIND}},
               "data": dict(data)}
     if meta.get("uid"):
         secret["metadata"]["ownerReferences"] = [{
@@ -266,6 +309,11 @@ async def reconcile_user(kube: Kube, namespace: str, resource: Mapping, client_c
         return status
     status["username"] = kafka_username(spec.name, spec.authentication)
     existing = await _existing_secret(kube, namespace, spec.name)
+    if existing is not None and not owns(resource, existing):
+        status["conditions"] = status_conditions(old_status, [(
+            "NotReady", "SecretConflict",
+            f"Secret {namespace}/{spec.name} exists and is not this user's: it is left alone")])
+        return status
     password = None
     if spec.authentication == "tls":
         cluster = (resource["metadata"].get("labels") or {}).get(CLUSTER_LABEL, "")
@@ -285,16 +333,21 @@ async def reconcile_user(kube: Kube, namespace: str, resource: Mapping, client_c
     else:
         password = secret_password(existing or {}) or new_password()
         wanted = user_secret(resource, namespace, password)
-    if existing is None:
-        await kube.create(wanted)
-    elif (patch := secret_data_patch(existing.get("data") or {}, wanted["data"])) is not None:
-        await kube.merge_patch(SECRETS, namespace, spec.name, patch)
-    status["secret"] = spec.name
+    annotations = ((existing or {}).get("metadata") or {}).get("annotations") or {}
+    applied = password is not None and annotations.get(CREDENTIAL_DIGEST) == credential_digest(password)
     try:
-        await asyncio.to_thread(_apply_credential_and_acls, client_config, spec, password)
+        # The credential before the Secret, whose digest then says it was upserted: a password generated for a
+        # Secret that could not be created is lost, and the next pass generates and upserts another.
+        await asyncio.to_thread(_apply_credential, client_config, spec.name, password, applied)
+        if existing is None:
+            await kube.create(wanted)
+        elif (patch := secret_patch(existing, wanted)) is not None:
+            await kube.merge_patch(SECRETS, namespace, spec.name, patch)
+        status["secret"] = spec.name
+        await asyncio.to_thread(_apply_acls, client_config, spec)
         await _apply_quotas(client_config, {username: quotas
                                             for username, (_, quotas) in wanted_by_username(spec).items()})
-    except UserRequestError as e:
+    except RequestRefused as e:
         status["conditions"] = status_conditions(old_status, [("NotReady", "KafkaError", str(e))])
         return status
     status["conditions"] = status_conditions(old_status, [("Ready", "UserReady", "the user matches the spec")])
@@ -303,12 +356,14 @@ async def reconcile_user(kube: Kube, namespace: str, resource: Mapping, client_c
 
 async def delete_user(kube: Kube, namespace: str, resource: Mapping, client_config: dict) -> None:
     """Remove the user's SCRAM credential, the ACLs and quotas of both its possible names in Kafka (whatever its
-    spec says, which may be unreadable or have switched) and its Secret."""
+    spec says, which may be unreadable or have switched) and its Secret, if the Secret of its name is its own."""
     name = resource["metadata"]["name"]
     usernames = [kafka_username(name, authentication) for authentication in AUTHENTICATIONS]
     await asyncio.to_thread(_delete_credential_and_acls, client_config, name, usernames)
     await _apply_quotas(client_config, {username: {} for username in usernames})
-    await kube.delete(SECRETS, namespace, name)
+    existing = await _existing_secret(kube, namespace, name)
+    if existing is not None and owns(resource, existing):
+        await kube.delete(SECRETS, namespace, name)
 
 
 async def _existing_secret(kube: Kube, namespace: str, name: str) -> dict | None:
@@ -324,41 +379,59 @@ async def _existing_secret(kube: Kube, namespace: str, name: str) -> dict | None
 # Cluster I/O: confluent-kafka's AdminClient (blocking: run in a thread), and client quotas' raw requests
 
 
-def _apply_credential_and_acls(client_config: dict, spec: UserSpec, password: str | None) -> None:
-    """Upsert the SCRAM credential from `password`, or delete it (a tls user, which may have been a SCRAM one);
-    then each name in Kafka's ACLs as wanted_by_username says."""
+def _apply_credential(client_config: dict, name: str, password: str | None, applied: bool) -> None:
+    """Make the SCRAM-SHA-512 credential of `name` the password's, or delete it (None: a tls user, which may have
+    been a SCRAM one). `applied` says the Secret's digest is the password's: then the credential is upserted only
+    if the broker has none (each upsert salts anew, so it is made only when needed)."""
     admin = AdminClient(client_config)
-    mechanism = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
-    if password is not None:
-        _result(admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(spec.name, mechanism, password.encode())],
-            request_timeout=REQUEST_TIMEOUT_S)[spec.name], f"set the SCRAM-SHA-512 credential of {spec.name}")
-    else:
-        _result(admin.alter_user_scram_credentials(
-            [UserScramCredentialDeletion(spec.name, ScramMechanism.SCRAM_SHA_512)],
-            request_timeout=REQUEST_TIMEOUT_S)[spec.name], f"delete the SCRAM-SHA-512 credential of {spec.name}",
+    if password is None:
+        future_result(admin.alter_user_scram_credentials(
+            [UserScramCredentialDeletion(name, ScramMechanism.SCRAM_SHA_512)],
+            request_timeout=REQUEST_TIMEOUT_S)[name], f"delete the SCRAM-SHA-512 credential of {name}",
             ignore=KafkaError.RESOURCE_NOT_FOUND)
+        return
+    if applied and _has_credential(admin, name):
+        return
+    mechanism = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+    future_result(admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(name, mechanism, password.encode())],
+        request_timeout=REQUEST_TIMEOUT_S)[name], f"set the SCRAM-SHA-512 credential of {name}")
+
+
+def _has_credential(admin: AdminClient, name: str) -> bool:
+    """Whether the broker has the SCRAM-SHA-512 credential of `name` with the iterations the operator sets."""
+    described: UserScramCredentialsDescription | None = future_result(
+        admin.describe_user_scram_credentials([name], request_timeout=REQUEST_TIMEOUT_S)[name],
+        f"describe the SCRAM credentials of {name}", ignore=KafkaError.RESOURCE_NOT_FOUND)
+    return described is not None and any(
+        (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+        for info in described.scram_credential_infos)
+
+
+def _apply_acls(client_config: dict, spec: UserSpec) -> None:
+    """Give each of the user's names in Kafka the ACLs wanted_by_username says."""
+    admin = AdminClient(client_config)
     for username, (acls, _) in wanted_by_username(spec).items():
         plan = plan_acls(acls, _current_acls(admin, username))
         if plan.create:
             for future in admin.create_acls([_binding(username, acl) for acl in plan.create],
                                             request_timeout=REQUEST_TIMEOUT_S).values():
-                _result(future, f"create the ACLs of {username}")
+                future_result(future, f"create the ACLs of {username}")
         if plan.delete:
             for future in admin.delete_acls([_binding_filter(username, acl) for acl in plan.delete],
                                             request_timeout=REQUEST_TIMEOUT_S).values():
-                _result(future, f"delete ACLs of {username}")
+                future_result(future, f"delete ACLs of {username}")
 
 
 def _delete_credential_and_acls(client_config: dict, name: str, usernames: Iterable[str]) -> None:
     admin = AdminClient(client_config)
     deletion = UserScramCredentialDeletion(name, ScramMechanism.SCRAM_SHA_512)
-    _result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT_S)[name],
+    future_result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT_S)[name],
             f"delete the SCRAM-SHA-512 credential of {name}", ignore=KafkaError.RESOURCE_NOT_FOUND)
     every_acl = [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal(username), None,
                                   AclOperation.ANY, AclPermissionType.ANY) for username in usernames]
     for future in admin.delete_acls(every_acl, request_timeout=REQUEST_TIMEOUT_S).values():
-        _result(future, f"delete the ACLs of {name}")
+        future_result(future, f"delete the ACLs of {name}")
 
 
 def _current_acls(admin: AdminClient, name: str) -> set[Acl]:
@@ -368,7 +441,7 @@ def _current_acls(admin: AdminClient, name: str) -> set[Acl]:
     resource_types = {v: k for k, v in RESOURCE_TYPES.items()}
     pattern_types = {v: k for k, v in PATTERN_TYPES.items()}
     operations = {v: k for k, v in OPERATIONS.items()}
-    bindings = _result(admin.describe_acls(every_acl, request_timeout=REQUEST_TIMEOUT_S),
+    bindings = future_result(admin.describe_acls(every_acl, request_timeout=REQUEST_TIMEOUT_S),
                        f"describe the ACLs of {name}")
     return {Acl(resource_types[b.restype], b.name, pattern_types[b.resource_pattern_type], b.host,
                 operations[b.operation])
@@ -383,20 +456,6 @@ def _binding(name: str, acl: Acl) -> AclBinding:
 def _binding_filter(name: str, acl: Acl) -> AclBindingFilter:
     return AclBindingFilter(RESOURCE_TYPES[acl.resource_type], acl.name, PATTERN_TYPES[acl.pattern_type],
                             principal(name), acl.host, OPERATIONS[acl.operation], AclPermissionType.ALLOW)
-
-
-def _result(future, doing: str, ignore: int | None = None):
-    """The future's result; None for the error `ignore`. An error retrying cannot fix is a UserRequestError;
-    others (the cluster unreachable, a timeout) raise as they are, for the caller to retry the pass."""
-    try:
-        return future.result(timeout=REQUEST_TIMEOUT_S + 5)
-    except KafkaException as e:
-        error: KafkaError = e.args[0]
-        if error.code() == ignore:
-            return None
-        if error.retriable() or error.code() < 0:  # librdkafka's own errors: transport, timeouts
-            raise
-        raise UserRequestError(f"cannot {doing}: {error.str()}") from None
 
 
 async def _apply_quotas(client_config: Mapping[str, str], wanted: Mapping[str, Mapping[str, float]]) -> None:
@@ -427,7 +486,7 @@ async def _apply_quotas(client_config: Mapping[str, str], wanted: Mapping[str, M
 
 async def _alter_quotas(connection: NodeConnection, name: str, wanted: Mapping[str, float], described: dict) -> None:
     if described["error_code"]:
-        raise UserRequestError(f"cannot describe the quotas of {name}: "
+        raise RequestRefused(f"cannot describe the quotas of {name}: "
                                f"{described['error_message'] or _error_name(described['error_code'])}")
     current = {value["key"]: value["value"] for entry in described["entries"] or [] for value in entry["values"]}
     ops = plan_quotas(wanted, current)
@@ -440,7 +499,7 @@ async def _alter_quotas(connection: NodeConnection, name: str, wanted: Mapping[s
     response = await connection.request(ALTER_CLIENT_QUOTAS, 1, alter, REQUEST_TIMEOUT_S)
     for entry in response["entries"]:
         if entry["error_code"]:
-            raise UserRequestError(f"cannot alter the quotas of {name}: "
+            raise RequestRefused(f"cannot alter the quotas of {name}: "
                                    f"{entry['error_message'] or _error_name(entry['error_code'])}")
 
 

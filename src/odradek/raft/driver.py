@@ -97,8 +97,8 @@ class QuorumDriver:
     async def stop(self) -> None:
         self._step(self.core.resign(monotonic_ms()))  # hand over at once rather than after a fetch timeout
         await asyncio.sleep(0.05)  # let EndQuorumEpoch go out
-        # From now on neither a tick already scheduled nor a reply arriving reaches the core: either could start or
-        # win an election and append to the log closed below.
+        # From now on nothing reaches the core (a tick already scheduled, a reply or a request arriving): each
+        # could start or win an election and append to the log closed below.
         self._stopped = True
         for task in [self._ticker, *self._tasks]:
             if task is not None:
@@ -270,6 +270,9 @@ class QuorumDriver:
     # incoming RPCs (controller listener)
 
     def _check_cluster(self, request: dict) -> None:
+        """Refuse a request of another cluster, or any once stopped (the log is closed)."""
+        if self._stopped:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the metadata quorum driver has stopped")
         if request.get("cluster_id") not in (None, self.cluster_id):
             raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
                              f"cluster id {request.get('cluster_id')} is not {self.cluster_id}")
@@ -316,6 +319,9 @@ class QuorumDriver:
         message = wire.decode_fetch_request(request)
         deadline = monotonic_ms() + min(request["max_wait_ms"], self.fetch_max_wait_ms)
         while True:
+            if self._stopped:  # stopped during the long poll
+                return {"throttle_time_ms": 0, "error_code": ErrorCode.BROKER_NOT_AVAILABLE, "session_id": 0,
+                        "responses": []}
             reply = self._reply_to(message, self.core.handle(message, monotonic_ms()), FetchResponse)
             # What the follower learns of the high watermark: it is capped by the follower's own log end.
             learnt = min(reply.high_watermark, message.fetch_offset)
