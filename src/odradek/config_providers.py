@@ -107,7 +107,9 @@ class _AllowedPaths:
         return str(normal) if any(normal.parts[:len(root.parts)] == root.parts for root in self.roots) else None
 
 
-class _FileProvider:
+class _PathProvider:
+    """A provider reading files under a path, within its allowed.paths."""
+
     def __init__(self, params: Mapping[str, str], files: Files, prefix: str) -> None:
         self.files = files
         self.allowed = _AllowedPaths(params.get(ALLOWED_PATHS_PARAM), files, prefix + ALLOWED_PATHS_PARAM)
@@ -118,6 +120,14 @@ class _FileProvider:
         allowed = self.allowed.parse(path)
         if allowed is None:
             return _Lookup(warnings=[f"The path {path} is not allowed to be accessed"])
+        return self.read(path, allowed, keys)
+
+    def read(self, path: str, allowed: str, keys: set[str]) -> _Lookup:
+        raise NotImplementedError
+
+
+class _FileProvider(_PathProvider):
+    def read(self, path: str, allowed: str, keys: set[str]) -> _Lookup:
         try:
             properties = parse_properties(self.files.read_text(allowed))
         except (OSError, UnicodeDecodeError):
@@ -125,17 +135,8 @@ class _FileProvider:
         return _Lookup({key: properties[key] for key in keys if key in properties})
 
 
-class _DirectoryProvider:
-    def __init__(self, params: Mapping[str, str], files: Files, prefix: str) -> None:
-        self.files = files
-        self.allowed = _AllowedPaths(params.get(ALLOWED_PATHS_PARAM), files, prefix + ALLOWED_PATHS_PARAM)
-
-    def get(self, path: str, keys: set[str]) -> _Lookup:
-        if not path:
-            return _Lookup()
-        allowed = self.allowed.parse(path)
-        if allowed is None:
-            return _Lookup(warnings=[f"The path {path} is not allowed to be accessed"])
+class _DirectoryProvider(_PathProvider):
+    def read(self, path: str, allowed: str, keys: set[str]) -> _Lookup:
         if not self.files.is_dir(allowed):
             return _Lookup(warnings=[f"The path {path} is not a directory"])
         try:

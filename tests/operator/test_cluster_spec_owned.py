@@ -5,20 +5,9 @@ super.users and OdradekUsers' ACLs rely."""
 import copy
 
 import pytest
-import yaml
 
 from odradek.operator.cluster_spec import SpecError, parse_cluster
-
-CLUSTER = yaml.safe_load("""
-apiVersion: odradek.io/v1beta1
-kind: OdradekCluster
-metadata: {name: small}
-spec:
-  nodePools:
-    - {name: nodes, replicas: 3, roles: [broker, controller], storage: {size: 10Gi}}
-  listeners:
-    - {name: external, port: 9094, type: loadbalancer, tls: true, authentication: {type: tls}}
-""")
+from tests.operator.test_certificates import CLUSTER
 
 
 def with_config(key, pool=False):

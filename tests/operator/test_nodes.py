@@ -31,10 +31,10 @@ from kafka import KafkaConsumer
 from odradek.operator.certificates import operator_secret_name
 from odradek.operator.cluster_spec import parse_cluster
 from odradek.operator.connection import admin_properties, operator_tls
-from odradek.operator.kube import CLAIMS, PODS, REBALANCES, SECRETS, TOPICS, USERS
+from odradek.operator.kube import CLAIMS, CONFIG_MAPS, PODS, REBALANCES, SECRETS, TOPICS, USERS
 from odradek.operator.rebalance_handler import ANNOTATION as REBALANCE_ANNOTATION
-from odradek.operator.render import CLUSTER_LABEL
-from tests.balancer.test_executor import PARTITIONS, Traffic
+from odradek.operator.render import CLUSTER_LABEL, CONFIG_KEY
+from tests.balancer.test_executor import PARTITIONS, Traffic, finish_traffic
 from tests.operator.harness import (
     NAME,
     NS,
@@ -223,24 +223,12 @@ async def clients_through_roll_and_scaling(harness: Harness, admin: AdminClient,
 
     await asyncio.to_thread(wait_for, lambda: traffic.produced() > produced_before_scaling + 100, 60,
                             "records after scaling")
-    await asyncio.to_thread(finish, traffic)
+    await asyncio.to_thread(finish_traffic, traffic)
 
 
 async def _config(harness: Harness, pod: dict) -> str:
-    from odradek.operator.kube import CONFIG_MAPS
-    from odradek.operator.render import CONFIG_KEY
-
     name = pod["spec"]["volumes"][0]["configMap"]["name"]
     return (await harness.kube.get(CONFIG_MAPS, NS, name))["data"][CONFIG_KEY]
-
-
-def finish(traffic: Traffic) -> None:
-    traffic.stop_producing()
-    total = traffic.produced()
-    wait_for(lambda: sum(len(v) for v in traffic.read.values()) >= total, 60, "the consumer to read every record")
-    time.sleep(1)  # duplicates, if any, would come now
-    traffic.stop_consuming()
-    traffic.check_exactly_once_in_order()
 
 
 def secured_cluster_resource() -> dict:
@@ -256,7 +244,7 @@ def secured_cluster_resource() -> dict:
             "authorization": {"type": "simple"},
             "config": {"default.replication.factor": "3", "min.insync.replicas": str(MIN_ISR),
                        "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "6",
-                       "transaction.state.log.replication.factor": "3"},
+                       "transaction.state.log.replication.factor": "3", "balancer.check.interval.ms": "500"},
             "rack": {"topologyKey": ZONE_LABEL},
             "metrics": {"enabled": False},
             "balancer": {"mode": "off"},  # the rebalance below is the one asked for
@@ -381,12 +369,16 @@ def produce(config: dict, topic: str, values: list[bytes]) -> None:
 
 
 def produce_error(config: dict, topic: str) -> str | None:
-    """The error name producing one record gets (None when it is written)."""
+    """The first error producing one record gets (None when it is written), as soon as it comes."""
     errors = []
-    producer = Producer(config | {"message.timeout.ms": 20000,
+    producer = Producer(config | {"message.timeout.ms": 30000,
                                   "error_cb": lambda err: errors.append(err.name())})
     producer.produce(topic, b"x", on_delivery=lambda err, _: errors.append(err.name() if err else None))
-    producer.flush(30)
+    deadline = time.monotonic() + 60
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.purge()
+    producer.flush(5)
     return errors[0] if errors else "no answer"
 
 

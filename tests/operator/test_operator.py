@@ -203,6 +203,42 @@ def test_load_balancer_addresses_are_advertised_named_in_certificates_and_report
     run(test)
 
 
+def test_node_port_addresses_are_the_kubernetes_nodes_and_stay_while_a_pod_is_unscheduled():
+    async def test(harness: Harness) -> None:
+        resource = example_cluster()
+        resource["spec"]["listeners"][2] = {"name": "external", "port": 9094, "type": "nodeport", "tls": True}
+        await harness.kube.create(resource)
+        await harness.cluster.wait_for(ready_with(3))
+        for node_id in range(3):  # the scheduler's choice, the node's addresses, the port Kubernetes gave
+            await harness.kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"worker-{node_id}"},
+                                       "status": {"addresses": [
+                                           {"type": "InternalIP", "address": f"10.0.0.{node_id}"},
+                                           {"type": "ExternalIP", "address": f"203.0.113.{node_id}"}]}})
+            await harness.kube.merge_patch(PODS, NS, f"{NAME}-combined-{node_id}",
+                                           {"spec": {"nodeName": f"worker-{node_id}"}})
+            await harness.kube.merge_patch(SERVICES, NS, f"{NAME}-combined-{node_id}-external",
+                                           {"spec": {"ports": [{"name": "tcp-external", "port": 9094,
+                                                                "targetPort": 9094, "protocol": "TCP",
+                                                                "nodePort": 31000 + node_id}]}})
+        external = "203.0.113.0:31000,203.0.113.1:31001,203.0.113.2:31002"
+        await harness.cluster.wait_for(lambda r: {"name": "external", "type": "nodeport",
+                                                  "bootstrapServers": external} in (r["status"].get("listeners") or []))
+
+        async def advertised(node_id: int) -> str:
+            config = await harness.kube.get(CONFIG_MAPS, NS, f"{NAME}-combined-{node_id}-config")
+            return config["data"]["server.properties"]
+
+        assert "EXTERNAL://203.0.113.1:31001" in await advertised(1)
+        # The Pod deleted (a restart): until it is scheduled again, the node keeps the address it advertises.
+        await harness.kube.delete(PODS, NS, f"{NAME}-combined-1")
+        await harness.kubelet.wait_for(lambda kubelet: kubelet.count("started", f"{NAME}-combined-1") >= 2)
+        again = await harness.kube.get(PODS, NS, f"{NAME}-combined-1")
+        assert not again["spec"].get("nodeName")
+        assert "EXTERNAL://203.0.113.1:31001" in await advertised(1)
+
+    run(test)
+
+
 def _warning(resource: dict, reason: str) -> dict | None:
     return next((c for c in (resource.get("status") or {}).get("conditions") or []
                  if c["type"] == "Warning" and c["reason"] == reason), None)
