@@ -73,7 +73,7 @@ from odradek.operator.rolling import (
     next_step,
     why_not_back,
 )
-from odradek.operator.status import status_conditions
+from odradek.operator.status import observed_generation, status_conditions
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +112,8 @@ async def reconcile_cluster(kube: Kube, namespace: str, resource: Mapping, memor
     status, not a patch). `address_map`: where the Pods' addresses are reached (tests); None: as they are."""
     memory = memory if memory is not None else ClusterMemory()
     old_status = resource.get("status") or {}
-    generation = resource.get("metadata", {}).get("generation")
     status: dict = {key: old_status[key] for key in ("clusterId", "nodeIds") if key in old_status}
-    if generation is not None:
-        status["observedGeneration"] = generation
+    status |= observed_generation(resource)
     try:
         spec = parse_cluster(resource)
         node_ids = assign_node_ids(spec, old_status.get("nodeIds") or {})

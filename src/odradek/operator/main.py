@@ -82,14 +82,9 @@ def build_registry(server: str | None = None, *, reconcile_interval: float = REC
                 registry=registry)
     async def reconcile(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
         async with _lock(memo, namespace, name):
-            try:
-                resource = await memo.kube.get(CLUSTERS, namespace, name)
-            except KubeError as e:
-                if e.status == 404:
-                    return
-                raise
-            if resource["metadata"].get("deletionTimestamp"):
-                return  # on_delete's turn
+            resource = await _live(memo.kube, CLUSTERS, namespace, name)
+            if resource is None:
+                return
             memory = memo.clusters.setdefault((namespace, name), ClusterMemory())
             status = await reconcile_cluster(memo.kube, namespace, resource, memory, address_map)
             await _write_status(memo.kube, CLUSTERS, namespace, resource, status)
@@ -119,13 +114,8 @@ def _register_cluster_resource(registry: kopf.OperatorRegistry, kind: Resource, 
                 registry=registry)
     async def reconcile(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
         async with _lock(memo, namespace, f"{kind.plural}/{name}"):
-            try:
-                resource = await memo.kube.get(kind, namespace, name)
-            except KubeError as e:
-                if e.status == 404:
-                    return
-                raise
-            if resource["metadata"].get("deletionTimestamp"):
+            resource = await _live(memo.kube, kind, namespace, name)
+            if resource is None:
                 return
             client_config = await _client_config(memo.kube, namespace, resource, address_map)
             if isinstance(client_config, str):
@@ -161,6 +151,17 @@ def _register_cluster_resource(registry: kopf.OperatorRegistry, kind: Resource, 
                 await delete_topic(body, client_config)
             else:
                 await delete_user(memo.kube, namespace, body, client_config)
+
+
+async def _live(kube: Kube, kind: Resource, namespace: str, name: str) -> dict | None:
+    """The resource read afresh, or None when it is gone or being deleted (the delete handler's turn)."""
+    try:
+        resource = await kube.get(kind, namespace, name)
+    except KubeError as e:
+        if e.status == 404:
+            return None
+        raise
+    return None if resource["metadata"].get("deletionTimestamp") else resource
 
 
 def _cluster_of(resource: Mapping) -> str | None:

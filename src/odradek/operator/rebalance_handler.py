@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from odradek.balancer.control import ControlError
 from odradek.balancer.model import BalancerError
 from odradek.operator.connection import balancer_call
-from odradek.operator.status import status_conditions
+from odradek.operator.status import observed_generation, status_conditions
 
 ANNOTATION = "odradek.io/rebalance"
 MODES = {"full": "rebalance", "add-brokers": "add_nodes", "remove-brokers": "remove_nodes"}
@@ -83,14 +83,12 @@ async def reconcile_rebalance(resource: Mapping, client_config: Mapping[str, str
     old = resource.get("status") or {}
     annotation = ((resource.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
     status = {key: old[key] for key in ("optimizationResult", "executionId") if key in old}
-    generation = (resource.get("metadata") or {}).get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
+    status |= observed_generation(resource)
     try:
         spec = parse_rebalance(resource)
     except ValueError as e:
         return status | {"conditions": status_conditions(old, [("NotReady", "InvalidSpec", str(e))])}, False
-    spec_changed = "observedGeneration" in old and old["observedGeneration"] != generation
+    spec_changed = "observedGeneration" in old and old["observedGeneration"] != status.get("observedGeneration")
     action = next_action(state_of(resource), annotation, spec_changed)
     state, reason, message = state_of(resource), None, None
     try:

@@ -19,3 +19,9 @@ def status_conditions(old_status: Mapping, wanted: list[tuple[str, str, str]]) -
         condition["lastTransitionTime"] = before.get("lastTransitionTime", now) if same else now
         conditions.append(condition)
     return conditions
+
+
+def observed_generation(resource: Mapping) -> dict:
+    """The status field saying which spec a pass read: {"observedGeneration": n}, or nothing without one."""
+    generation = (resource.get("metadata") or {}).get("generation")
+    return {} if generation is None else {"observedGeneration": generation}

@@ -38,7 +38,7 @@ from confluent_kafka.admin import (
 
 from odradek.operator.admin_calls import REQUEST_TIMEOUT_S, RequestRefused, future_result
 from odradek.operator.crds import CLUSTER_LABEL, TOPIC_NAME
-from odradek.operator.status import status_conditions
+from odradek.operator.status import observed_generation, status_conditions
 
 MANAGED_ANNOTATION = "odradek.io/managed"  # "false": deleting the resource keeps the topic
 MANAGED_CONFIG_STATUS = "managedConfigKeys"
@@ -192,11 +192,9 @@ async def reconcile_topic(namespace: str, resource: Mapping, client_config: dict
     one naming the same topic (none given: no conflict is detected, and every resource naming it manages it).
     """
     old_status = resource.get("status") or {}
-    generation = resource.get("metadata", {}).get("generation")
     # What the last pass saw, kept when this one cannot look: delete_topic deletes the topicName and topicId kept.
     status: dict = {key: old_status[key] for key in (*LAST_SEEN, MANAGED_CONFIG_STATUS) if key in old_status}
-    if generation is not None:
-        status["observedGeneration"] = generation
+    status |= observed_generation(resource)
     try:
         spec = parse_topic(resource)
     except TopicSpecError as e:

@@ -64,7 +64,7 @@ from odradek.operator.admin_calls import REQUEST_TIMEOUT_S, RequestRefused, futu
 from odradek.operator.certificates import clients_ca_secret_name, issue_user_certificate
 from odradek.operator.crds import CLUSTER_LABEL
 from odradek.operator.kube import SECRETS, Kube, KubeError
-from odradek.operator.status import status_conditions
+from odradek.operator.status import observed_generation, status_conditions
 from odradek.protocol.errors import ErrorCode
 from odradek.security.client_properties import client_security
 
@@ -298,10 +298,7 @@ async def reconcile_user(kube: Kube, namespace: str, resource: Mapping, client_c
     """Make the user's Secret, credential, ACLs and quotas match its spec; the status to write (the whole status,
     not a patch). `client_config` reaches the cluster as an admin (librdkafka settings with bootstrap.servers)."""
     old_status = resource.get("status") or {}
-    generation = resource.get("metadata", {}).get("generation")
-    status: dict = {}
-    if generation is not None:
-        status["observedGeneration"] = generation
+    status: dict = observed_generation(resource)
     try:
         spec = parse_user(resource)
     except UserSpecError as e:
