@@ -21,6 +21,7 @@ from odradek.spark.options import (  # noqa: E402
     SubscribePattern,
 )
 from odradek.spark.source import (  # noqa: E402
+    MinimumPerTrigger,
     OffsetRange,
     limit_offsets,
     offsets_from_json,
@@ -69,6 +70,11 @@ def test_option_names_are_case_insensitive_and_kafka_options_go_to_the_client():
     ({"subscribe": "t", "startingOffsets": "{not json"}, False, "must be JSON"),
     ({"subscribe": "t", "startingTimestamp": "yesterday"}, False, "timestamp in milliseconds"),
     ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, True, "positive integer"),
+    ({"subscribe": "t", "minOffsetsPerTrigger": "-5"}, True, "positive integer"),
+    ({"subscribe": "t", "minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "10"}, True,
+     "'minOffsetsPerTrigger' (20) is higher than 'maxOffsetsPerTrigger' (10)"),
+    ({"subscribe": "t", "maxTriggerDelay": "soon"}, True, "duration such as"),
+    ({"subscribe": "t", "maxTriggerDelay": "5 fortnights"}, True, "duration such as"),
     ({"subscribe": "t", "minPartitions": "many"}, False, "positive integer"),
     ({"subscribe": "t", "failOnDataLoss": "maybe"}, False, "'true' or 'false'"),
     ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "earliest"}, False, "'error' or 'latest'"),
@@ -79,6 +85,26 @@ def test_bad_options_are_one_clear_error(options, streaming, message):
     given = {k: v for k, v in {**BOOTSTRAP, **options}.items() if v is not None}
     with pytest.raises(OptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SourceOptions.parse(given, streaming=streaming)
+
+
+@pytest.mark.parametrize(("given", "seconds"), [
+    (None, 900.0), ("250", 0.25), ("250ms", 0.25), ("30s", 30.0), ("15m", 900.0), ("2min", 120.0), ("1h", 3600.0),
+    ("1d", 86400.0), ("1500us", 0.0015), (" 5 S ", 5.0),
+])
+def test_max_trigger_delay_is_a_spark_time_string_defaulting_to_15_minutes(given, seconds):
+    options = parse(streaming=True, subscribe="t", **({} if given is None else {"maxTriggerDelay": given}))
+    assert options.max_trigger_delay_s == pytest.approx(seconds)
+
+
+def test_min_offsets_per_trigger_skips_triggers_until_enough_wait_or_the_delay_passes():
+    minimum = MinimumPerTrigger(minimum=100, max_delay_s=60.0)
+    assert minimum.admits(waiting=3, now=1000.0), "a query's first trigger always runs"
+    assert not minimum.admits(waiting=99, now=1001.0)
+    assert not minimum.admits(waiting=0, now=1059.9)
+    assert minimum.admits(waiting=100, now=1060.5)  # enough records: runs, and the delay counts from here
+    assert not minimum.admits(waiting=1, now=1119.0)
+    assert minimum.admits(waiting=1, now=1120.5), "maxTriggerDelay passed since the last batch"
+    assert not minimum.admits(waiting=50, now=1121.0)
 
 
 def test_timestamps_win_over_offsets_in_spark_order():

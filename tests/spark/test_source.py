@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 pytest.importorskip("pyspark")
 pytest.importorskip("odradek.spark.datasource")
 
+from odradek.spark.progress import offsets_behind_latest  # noqa: E402
 from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
 
 BASE_MS = 1_700_000_000_000
@@ -463,8 +464,23 @@ def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, shared_node, tm
     checkpoint = tmp_path / "ckpt"
     query = run_available_now(load(spark.readStream, shared_node.bootstrap, subscribe=topic,
                                    startingOffsets="earliest", maxOffsetsPerTrigger=30), checkpoint)
-    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    sizes = [p["numInputRows"] for p in batches]
     assert len(sizes) >= 4 and max(sizes) <= 30 and sum(sizes) == 100, sizes
+    # progress as Spark's Kafka source reports it: per-partition offsets, and the lag that follows from them
+    last = {topic: {str(p): n for p, n in collections.Counter(s.partition for s in sent).items()}}
+    lags = []
+    for batch in batches:
+        source = batch["sources"][0]
+        assert json.loads(source["latestOffset"]) == last
+        end = json.loads(source["endOffset"])[topic]
+        assert sum(end.values()) - sum(json.loads(source["startOffset"])[topic].values()) == batch["numInputRows"]
+        behind = [last[topic][p] - end[p] for p in end]
+        assert offsets_behind_latest(source) == {
+            "minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": str(sum(behind) / 3)}
+        lags.append(sum(behind))
+    assert lags == sorted(lags, reverse=True) and lags[-1] == 0, lags
     assert rows(spark.table(query.name)) == expected(sent)
     # every batch's end offsets in the offset log: at most 30 records past the previous batch's
     ends = checkpoint_offsets(checkpoint)
@@ -472,6 +488,87 @@ def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, shared_node, tm
     assert all(0 <= b - a <= 30 for a, b in zip([0, *totals], totals, strict=False)), ends
     per_partition = collections.Counter(s.partition for s in sent)
     assert ends[-1] == {topic: {str(p): n for p, n in sorted(per_partition.items())}}
+
+
+def wait_for(condition, what: str, query=None):
+    """Poll `condition` until it holds; the deadline only bounds a failure."""
+    deadline = time.monotonic() + SPARK_DEADLINE_S
+    while not condition():
+        assert query is None or query.isActive, query.exception()
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def batch_totals(checkpoint: Path, topic: str) -> list[int]:
+    """Records read up to the end of each micro-batch, from the checkpoint's offset log."""
+    return [sum(e[topic].values()) for e in checkpoint_offsets(checkpoint)]
+
+
+def test_min_offsets_per_trigger_skips_triggers_until_enough_records_wait(spark, shared_node, tmp_path):
+    topic = unique("min")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    fill(shared_node.bootstrap, topic, 2, 30)
+    checkpoint = tmp_path / "ckpt"
+    # a progress event for every trigger without data, so the test sees the source look at the new records
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    try:
+        query = start_memory(load(spark.readStream, shared_node.bootstrap, subscribe=topic, startingOffsets="earliest",
+                                  minOffsetsPerTrigger=50, maxTriggerDelay="1h"), checkpoint)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    try:
+        table = spark.table(query.name)
+        wait_for(lambda: table.count() == 60, "the first batch: a query's first trigger always runs", query)
+        fill(shared_node.bootstrap, topic, 2, 12, tag="second")  # 24 waiting, below the minimum of 50
+
+        def seen_waiting() -> bool:
+            last = query.lastProgress
+            latest = last and last["sources"][0]["latestOffset"]
+            return latest is not None and json.loads(latest) == {topic: {"0": 42, "1": 42}}
+
+        wait_for(seen_waiting, "a trigger that saw 24 records waiting", query)
+        assert table.count() == 60, "a batch ran with fewer records than minOffsetsPerTrigger"
+        fill(shared_node.bootstrap, topic, 2, 13, tag="third")  # 50 waiting
+        wait_for(lambda: table.count() == 110, "the batch of the 50 waiting records", query)
+    finally:
+        query.stop()
+    assert batch_totals(checkpoint, topic) == [0, 60, 110]
+
+
+def test_max_trigger_delay_runs_a_batch_below_the_minimum_once_it_passed(spark, shared_node, tmp_path):
+    topic = unique("delay")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    fill(shared_node.bootstrap, topic, 2, 10)
+    checkpoint = tmp_path / "ckpt"
+    query = start_memory(load(spark.readStream, shared_node.bootstrap, subscribe=topic, startingOffsets="earliest",
+                              minOffsetsPerTrigger=1000, maxTriggerDelay="500ms"), checkpoint)
+    try:
+        table = spark.table(query.name)
+        wait_for(lambda: table.count() == 20, "the first batch", query)
+        fill(shared_node.bootstrap, topic, 2, 3, tag="late")
+        wait_for(lambda: table.count() == 26, "a batch of 6 records, far below the minimum, after the delay", query)
+    finally:
+        query.stop()
+    assert batch_totals(checkpoint, topic) == [0, 20, 26]
+
+
+def test_available_now_ignores_the_minimum_and_stops_at_the_offsets_of_its_start(spark, shared_node, tmp_path):
+    topic = unique("now")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    sent = fill(shared_node.bootstrap, topic, 2, 25)
+    query, collected = start_collecting(
+        load(spark.readStream, shared_node.bootstrap, subscribe=topic, startingOffsets="earliest",
+             maxOffsetsPerTrigger=20, minOffsetsPerTrigger=15, maxTriggerDelay="1h"), tmp_path / "ckpt",
+        available_now=True)
+    try:
+        wait_for(lambda: len(collected) > 0, "the first rows", query)
+        late = fill(shared_node.bootstrap, topic, 2, 5, tag="late")
+        assert query.awaitTermination(SPARK_DEADLINE_S), "availableNow query did not finish"
+    finally:
+        query.stop()
+    # 50 records in batches of 20, 20, 10: the last one below the minimum still runs
+    assert sorted(collected) == expected(sent) and not set(expected(late)) & set(collected)
+    assert batch_totals(tmp_path / "ckpt", topic) == [0, 20, 40, 50]
 
 
 def test_checkpoint_offsets_are_spark_kafka_source_json(spark, shared_node, dataset, tmp_path):

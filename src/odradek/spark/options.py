@@ -183,6 +183,18 @@ def _positive_int(options, name: str) -> int | None:
     return number
 
 
+# Spark's time strings (JavaUtils.timeStringAsMs): a whole number and a unit, milliseconds without one.
+_TIME_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration_s(options, name: str, default: str) -> float:
+    value = _get(options, name) or default
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", value.strip().lower())
+    if match is None or match.group(2) not in ("", *_TIME_UNITS_S):
+        raise OptionError(f"'{name}' must be a duration such as 500ms, 30s, 15m or 1h, got {value!r}")
+    return int(match.group(1)) * _TIME_UNITS_S.get(match.group(2), 1e-3)
+
+
 def _boolean(options, name: str, default: bool) -> bool:
     value = _get(options, name)
     if value is None:
@@ -259,6 +271,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_s: float = 15 * 60.0
     min_partitions: int | None = None
     starting_by_timestamp_latest: bool = False
     poll_timeout_s: float = 120.0
@@ -301,12 +315,19 @@ class SourceOptions:
         if strategy_name not in ("error", "latest"):
             raise OptionError(f"'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy_name!r}")
         poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs")
+        max_per_trigger = _positive_int(options, "maxOffsetsPerTrigger")
+        min_per_trigger = _positive_int(options, "minOffsetsPerTrigger")
+        if max_per_trigger and min_per_trigger and min_per_trigger > max_per_trigger:
+            raise OptionError(f"'minOffsetsPerTrigger' ({min_per_trigger}) is higher than 'maxOffsetsPerTrigger' "
+                              f"({max_per_trigger})")
         key_registry, value_registry = cls.parse_registries(options)
         return cls(
             client=client, strategy=strategy, starting=starting, ending=ending,
             fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
             include_headers=cls.parse_include_headers(options),
-            max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
+            max_offsets_per_trigger=max_per_trigger,
+            min_offsets_per_trigger=min_per_trigger,
+            max_trigger_delay_s=_duration_s(options, "maxTriggerDelay", "15m"),
             min_partitions=_positive_int(options, "minPartitions"),
             starting_by_timestamp_latest=strategy_name == "latest",
             poll_timeout_s=poll_timeout / 1000 if poll_timeout else 120.0,

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -168,6 +169,23 @@ def limit_offsets(start: dict[TopicPartition, int], latest: dict[TopicPartition,
         return dict(latest)
     shares = apportion(max_rows, behind, cap=behind)
     return {tp: start[tp] + shares[tp] if tp in shares else end for tp, end in latest.items()}
+
+
+@dataclass
+class MinimumPerTrigger:
+    """minOffsetsPerTrigger and maxTriggerDelay, as Spark's Kafka source has them: a trigger that finds fewer
+    records waiting than the minimum is skipped, unless maxTriggerDelay has passed since the last batch. A
+    query's first trigger always runs."""
+
+    minimum: int
+    max_delay_s: float
+    last_batch: float | None = None
+
+    def admits(self, waiting: int, now: float) -> bool:
+        if self.last_batch is None or now - self.last_batch >= self.max_delay_s or waiting >= self.minimum:
+            self.last_batch = now
+            return True
+        return False
 
 
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
@@ -436,6 +454,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lookup: OffsetLookup | None = None
         self._available_now: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
+        self._minimum = (None if self.options.min_offsets_per_trigger is None else
+                         MinimumPerTrigger(self.options.min_offsets_per_trigger, self.options.max_trigger_delay_s))
 
     def __getstate__(self):
         # Executors get a pickled copy for read(); the admin client stays on the driver.
@@ -459,8 +479,12 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {INITIAL_MARK: True, **offsets}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # One limit travels to latestOffset (Python sources have no composite limit), so the options decide
+        # there; the limit only says whether the engine overrides them with ReadAllAvailable.
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -475,9 +499,17 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = self.lookup.latest(self.lookup.partitions(self.options.strategy))
         self._latest = latest
-        if isinstance(limit, ReadMaxRows):
-            new = [tp for tp in latest if tp not in begin]
-            latest = limit_offsets({**self.lookup.earliest(new), **begin}, latest, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):
+            return offsets_to_json(latest)
+        new = [tp for tp in latest if tp not in begin]
+        starts = {**self.lookup.earliest(new), **begin} if new else begin
+        # AvailableNow never waits for a minimum: at the end of what it has to read, it would wait forever.
+        if self._minimum is not None and self._available_now is None:
+            waiting = sum(max(0, end - starts.get(tp, end)) for tp, end in latest.items())
+            if not self._minimum.admits(waiting, time.monotonic()):
+                return start
+        if self.options.max_offsets_per_trigger:
+            latest = limit_offsets(starts, latest, self.options.max_offsets_per_trigger)
         return offsets_to_json(latest)
 
     def reportLatestOffset(self) -> dict | None:
