@@ -1,5 +1,6 @@
 """The "odradek" sink: Spark's Kafka sink columns and options, batch writes, exactly-once streaming writes."""
 
+import datetime
 import os
 import signal
 import subprocess
@@ -10,8 +11,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+import pyarrow as pa  # noqa: E402
 from confluent_kafka import KafkaException, Producer  # noqa: E402
-from pyspark.sql import Row  # noqa: E402
 from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
 
 from odradek.spark.sink import (  # noqa: E402
@@ -50,8 +51,9 @@ def stream_options(bootstrap: str, topic: str, sink_id: str) -> dict:
     return {"kafka.bootstrap.servers": bootstrap, "topic": topic, "odradek.sink.id": sink_id}
 
 
-def rows(n: int, start: int = 0) -> list[Row]:
-    return [Row(key=f"k{i % 3}", value=f"v{i}") for i in range(start, start + n)]
+def rows(n: int, start: int = 0) -> list[pa.RecordBatch]:
+    """A task's input as Spark hands it to the sink: Arrow record batches of string keys and values."""
+    return [pa.RecordBatch.from_pylist([{"key": f"k{i % 3}", "value": f"v{i}"} for i in range(start, start + n)])]
 
 
 @pytest.fixture
@@ -112,7 +114,8 @@ def test_a_fully_written_uncommitted_batch_is_not_written_again(shared_node, com
 def test_identical_records_in_one_batch_are_each_written(shared_node, commits_topic):
     topic, sink = unique("identical"), unique("sink")
     options = stream_options(shared_node.bootstrap, topic, sink)
-    assert write_streaming_task(options, [Row(key="k", value="same")] * 3, batch_id=0, task=0).written == 3
+    same = pa.RecordBatch.from_pylist([{"key": "k", "value": "same"}] * 3)
+    assert write_streaming_task(options, [same], batch_id=0, task=0).written == 3
     assert values(read_all(shared_node.bootstrap, topic)) == [b"same"] * 3
 
 
@@ -196,6 +199,32 @@ def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
         .option("topic", topic).mode("append").save()
     got = sorted(read_all(shared_node.bootstrap, topic), key=lambda r: r[2])
     assert got == [(2, b"k1", b"v1", [("h", b"x")]), (0, None, b"v2", [])]
+
+
+def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_producer(spark, shared_node):
+    topic = unique("stamped")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    stamp = datetime.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=datetime.UTC)
+    df = spark.createDataFrame(
+        [(bytearray(b"k1"), "v1", stamp, 1, None), (None, None, None, None, [("h", None)])],
+        "key binary, value string, timestamp timestamp, partition int, headers array<struct<key:string,value:binary>>")
+    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
+        .option("topic", topic).mode("append").save()
+    got = (spark.read.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
+           .option("subscribe", topic).option("includeHeaders", "true").load()
+           .selectExpr("partition", "key", "value", "unix_millis(timestamp) as ms", "headers").collect())
+    stamped = [r for r in got if r.key is not None]
+    assert [(r.partition, bytes(r.key), bytes(r.value), r.ms, r.headers) for r in stamped] == \
+        [(1, b"k1", b"v1", 1714564800123, None)], "milliseconds of the timestamp column, the partition column"
+    (tombstone,) = [r for r in got if r.key is None]
+    assert tombstone.value is None and tombstone.ms > 1714564800123, "a null timestamp is the time of producing"
+    assert [(h.key, h.value) for h in tombstone.headers] == [("h", None)]
+
+
+def test_a_null_topic_in_the_topic_column_fails_the_write(spark, shared_node):
+    df = spark.createDataFrame([(unique("named"), "1"), (None, "2")], "topic string, value string")
+    with pytest.raises(Exception, match="null topic"):
+        df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).mode("append").save()
 
 
 def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, shared_node):

@@ -566,7 +566,8 @@ class _Encoders(_Schemas):
                 raise SchemaMismatchError(f"{path} is {data_type.simpleString()}, not a map with string keys as "
                                           f"Avro {_describe(schema)}")
             item = self.encoder(data_type.valueType, schema["values"], f"{path}{{}}", seen)
-            return lambda value: None if value is None else {k: item(v) for k, v in value.items()}
+            # a dict from Spark rows, (key, value) pairs from Arrow batches
+            return lambda value: None if value is None else {k: item(v) for k, v in dict(value).items()}
         raise SchemaMismatchError(f"{path}: unsupported Avro type {kind!r}")
 
     def record(self, data_type: DataType, schema: dict, path: str, seen: tuple[str, ...]) -> Converter:

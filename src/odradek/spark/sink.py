@@ -2,8 +2,9 @@
 
 Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (string or binary), `headers`
 (array<struct<key: string, value: binary>>), `topic` (string; the `topic` option overrides it) and
-`partition` (int), and, beyond Spark's sink, `timestamp` (the record's timestamp). Records go through a confluent-kafka Producer with acks=all and idempotence on; each
-task flushes before it returns and fails on any delivery error.
+`partition` (int), and, beyond Spark's sink, `timestamp` (the record's timestamp). Spark hands each task
+Arrow record batches; their columns go to a confluent-kafka Producer (acks=all, idempotence on) without a
+Python object per row. Each task flushes before it returns and fails on any delivery error.
 
 With `valueSchemaRegistry.url` (or `keySchemaRegistry.url`) the column is encoded as Avro in Confluent's
 framing with the subject's latest schema (schema_registry.py), checked against the column type on the driver.
@@ -20,17 +21,22 @@ Streaming writes are exactly-once through Kafka transactions (see docs/spark.md,
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
+import itertools
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from odradek.spark.options import kafka_client_config, parse_registry
@@ -89,8 +95,8 @@ def _epoch_ms(value) -> int | None:
     """The record timestamp of an optional `timestamp` column (a Spark timestamp, or epoch ms)."""
     if value is None:
         return None
-    if isinstance(value, datetime.datetime):  # naive in the local time zone, as Spark hands rows to Python
-        return round(value.timestamp() * 1000)
+    if isinstance(value, datetime.datetime):  # aware from Spark's Arrow batches; naive means local time
+        return math.floor(value.timestamp() * 1000)  # as unix_millis(): microseconds floored
     return int(value)
 
 
@@ -119,12 +125,11 @@ def sink_encoders(options: dict, schema: StructType) -> SinkEncoders | None:
     return SinkEncoders.fetch(schema, key, value)
 
 
-def to_records(rows: Iterable, options: dict, encoders: SinkEncoders | None = None) -> Iterator[OutRecord]:
-    """Turn Spark rows into records, the `topic` option overriding the `topic` column."""
+def to_records(rows: Iterable[dict], options: dict, encoders: SinkEncoders | None = None) -> Iterator[OutRecord]:
+    """Turn rows (dicts of Python values) into records, the `topic` option overriding the `topic` column."""
     topic_option = _option(options, "topic")
     for row in rows:
-        d = row.asDict() if hasattr(row, "asDict") else dict(row)
-        d = {k.lower(): v for k, v in d.items()}
+        d = {k.lower(): v for k, v in row.items()}
         topic = topic_option or d.get("topic")
         if topic is None:
             raise ValueError(f"null topic present in the data: {row}. Use the topic option for setting a topic.")
@@ -157,35 +162,112 @@ class _DeliveryErrors:
             self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
 
-def produce_all(producer, records: Iterable[OutRecord]) -> int:
-    """Produce records, flush, and raise on the first delivery error; returns how many were written."""
-    errors = _DeliveryErrors()
-    count = 0
-    for r in records:
-        kwargs = {"value": r.value, "key": r.key, "on_delivery": errors}
-        if r.partition is not None:
-            kwargs["partition"] = r.partition
-        if r.headers:
-            kwargs["headers"] = r.headers
-        if r.timestamp_ms is not None:
-            kwargs["timestamp"] = r.timestamp_ms
+class SinkProducer:
+    """A Producer that reports deliveries only when they fail (a callback per record costs as much as the
+    record), and raises on flush if any did."""
+
+    def __init__(self, config: dict):
+        self.errors = _DeliveryErrors()
+        self.producer = Producer({**config, "on_delivery": self.errors, "delivery.report.only.error": True})
+
+    def produce(self, topic: str, value, key, partition: int = -1, timestamp: int = 0, headers=None) -> None:
         while True:
             try:
-                producer.produce(r.topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
+                self.producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
+                return
+            except BufferError:  # the local queue is full: wait for deliveries to make room
+                self.producer.poll(0.1)
+
+    def flush(self) -> None:
+        remaining = self.producer.flush(_TIMEOUT_S)
+        if remaining:
+            raise RuntimeError(f"{remaining} records not delivered within {_TIMEOUT_S}s")
+        if self.errors.errors:
+            raise RuntimeError("delivery failed: " + "; ".join(self.errors.errors[:5]))
+
+
+def produce_all(producer: SinkProducer, records: Iterable[OutRecord]) -> int:
+    """Produce records and flush, raising on any delivery error; returns how many were written."""
+    count = 0
+    for r in records:
+        producer.produce(r.topic, r.value, r.key, -1 if r.partition is None else r.partition,
+                         r.timestamp_ms or 0, r.headers or None)
         count += 1
-    remaining = producer.flush(_TIMEOUT_S)
-    if remaining:
-        raise RuntimeError(f"{remaining} records not delivered within {_TIMEOUT_S}s")
-    if errors.errors:
-        raise RuntimeError("delivery failed: " + "; ".join(errors.errors[:5]))
+    producer.flush()
     return count
 
 
-class OdradekBatchWriter(DataSourceWriter):
+def produce_arrow(producer: SinkProducer, batches: Iterable[pa.RecordBatch], options: dict,
+                  tags: list[tuple[str, bytes]] | None = None) -> int:
+    """Produce the rows of Arrow record batches, column by column, and flush; the rows' columns are those of
+    to_records (without encoders), `tags` are headers added to every record. Returns how many were written."""
+    topic_option = _option(options, "topic")
+    count = 0
+    for batch in batches:
+        columns = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
+        n = batch.num_rows
+        values = _binary_list(columns["value"])
+        keys = _binary_list(columns["key"]) if "key" in columns else itertools.repeat(None, n)
+        if topic_option is not None or "topic" not in columns:
+            topics = itertools.repeat(topic_option, n)
+        else:
+            topic_column = columns["topic"]
+            if topic_column.null_count:
+                raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
+            topics = topic_column.to_pylist()
+        if not ({"partition", "timestamp", "headers"} & columns.keys()) and not tags:
+            produce = producer.producer.produce  # the common case: no extras, no Python frame per record
+            for topic, key, value in zip(topics, keys, values, strict=True):
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    producer.produce(topic, value, key)
+        else:
+            partitions = (pc.fill_null(columns["partition"], -1).to_pylist() if "partition" in columns
+                          else itertools.repeat(-1, n))
+            timestamps = (_epoch_ms_list(columns["timestamp"]) if "timestamp" in columns
+                          else itertools.repeat(0, n))
+            headers = (_header_lists(columns["headers"], tags or []) if "headers" in columns
+                       else itertools.repeat(tags or None, n))
+            for topic, key, value, partition, timestamp, record_headers in zip(
+                    topics, keys, values, partitions, timestamps, headers, strict=True):
+                producer.produce(topic, value, key, partition, timestamp, record_headers)
+        count += n
+    producer.flush()
+    return count
+
+
+def _binary_list(column: pa.Array) -> list:
+    """A string or binary column's values as bytes (None for null)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())  # the same bytes, UTF-8
+    return column.to_pylist()
+
+
+def _epoch_ms_list(column: pa.Array) -> list:
+    """The `timestamp` column as epoch milliseconds (0, "now", for null): a Spark timestamp, or a number."""
+    if pa.types.is_timestamp(column.type):
+        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000)).cast(pa.int64())
+    return pc.fill_null(column.cast(pa.int64()), 0).to_pylist()
+
+
+def _header_lists(column: pa.Array, tags: list[tuple[str, bytes]]) -> list:
+    return [[*((h["key"], h["value"]) for h in record or ()), *tags] or None for record in column.to_pylist()]
+
+
+def write_batches(producer: SinkProducer, batches: Iterable[pa.RecordBatch], options: dict,
+                  encoders: SinkEncoders | None, tags: list[tuple[str, bytes]] | None = None) -> int:
+    """Produce Spark's Arrow batches and flush; Avro columns go through Python rows for their encoders."""
+    if encoders is None:
+        return produce_arrow(producer, batches, options, tags)
+    records = to_records((row for batch in batches for row in batch.to_pylist()), options, encoders)
+    if tags:
+        records = (dataclasses.replace(r, headers=[*r.headers, *tags]) for r in records)
+    return produce_all(producer, records)
+
+
+class OdradekBatchWriter(DataSourceArrowWriter):
     """`df.write.format("odradek")`: every task produces its rows and flushes (at-least-once on retries)."""
 
     def __init__(self, options: dict, schema: StructType):
@@ -195,10 +277,9 @@ class OdradekBatchWriter(DataSourceWriter):
         kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
         self.encoders = sink_encoders(self.options, schema)
 
-    def write(self, iterator: Iterator) -> OdradekCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
-        producer = Producer(producer_config(self.options))
-        written = produce_all(producer, to_records(iterator, self.options, self.encoders))
+        written = write_batches(SinkProducer(producer_config(self.options)), iterator, self.options, self.encoders)
         return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
 
     def commit(self, messages) -> None:
@@ -312,7 +393,7 @@ def read_sink_state(config: dict, sink_id: str) -> SinkState:
 
 
 def _append_marker(config: dict, key: bytes, value: dict) -> None:
-    producer = Producer(producer_config_from_client(config))
+    producer = SinkProducer(producer_config_from_client(config))
     produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
 
 
@@ -320,33 +401,31 @@ def producer_config_from_client(config: dict) -> dict:
     return {"acks": "all", "enable.idempotence": True, **config}
 
 
-def write_streaming_task(options: dict, rows: Iterable, batch_id: int, task: int,
+def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch_id: int, task: int,
                          sink_id: str | None = None, encoders: SinkEncoders | None = None) -> OdradekCommitMessage:
     """One task of micro-batch `batch_id`: its records and its done marker in one transaction, unless an
     earlier attempt of the task (or the driver's commit) already made the batch done."""
     config = kafka_client_config(options)
     sink_id = sink_id or sink_id_from_options(options)
-    records = list(to_records(rows, options, encoders))
-    producer = Producer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
-    producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
+    batches = list(batches)
+    producer = SinkProducer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
+    producer.producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
     state = read_sink_state(config, sink_id)
     if batch_id <= state.last_committed or state.done.get(task, -1) >= batch_id:
-        return OdradekCommitMessage(partition_id=task, written=0, skipped=len(records), batch_id=batch_id,
-                                    sink_id=sink_id)
+        return OdradekCommitMessage(partition_id=task, written=0, skipped=sum(b.num_rows for b in batches),
+                                    batch_id=batch_id, sink_id=sink_id)
     tags = [(HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
             (HEADER_TASK, str(task).encode())]
-    for r in records:
-        r.headers = [*r.headers, *tags]
     done = OutRecord(topic=COMMITS_TOPIC, key=_done_key(sink_id, task), partition=0,
                      value=json.dumps({"batch_id": batch_id}).encode())
-    producer.begin_transaction()
+    producer.producer.begin_transaction()
     try:
-        written = produce_all(producer, records)
+        written = write_batches(producer, batches, options, encoders, tags)
         produce_all(producer, [done])
-        producer.commit_transaction(_TIMEOUT_S)
+        producer.producer.commit_transaction(_TIMEOUT_S)
     except BaseException:
         try:
-            producer.abort_transaction(_TIMEOUT_S)
+            producer.producer.abort_transaction(_TIMEOUT_S)
         except Exception:  # the next attempt's init_transactions aborts it anyway
             pass
         raise
@@ -359,7 +438,7 @@ def commit_batch(options: dict, batch_id: int, sink_id: str | None = None) -> No
     _append_marker(config, _commit_key(sink_id or sink_id_from_options(options)), {"batch_id": batch_id})
 
 
-class OdradekStreamWriter(DataSourceStreamWriter):
+class OdradekStreamWriter(DataSourceStreamArrowWriter):
     """`df.writeStream.format("odradek")`: exactly-once across replays of a micro-batch (module docstring)."""
 
     def __init__(self, options: dict, schema: StructType):
@@ -370,8 +449,7 @@ class OdradekStreamWriter(DataSourceStreamWriter):
         self.encoders = sink_encoders(self.options, schema)
         ensure_commits_topic(kafka_client_config(self.options))
 
-    def write(self, iterator: Iterator) -> OdradekCommitMessage:
-
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -65,6 +65,11 @@ _ADMIN_TIMEOUT_S = 30.0
 INITIAL_MARK = "@initial"
 _MESSAGES_PER_CONSUME = 10_000
 _CONSUME_WAIT_S = 0.05
+# A task reads one partition start to end: librdkafka's defaults pace its prefetching for a consumer that
+# keeps up with a live stream, and left a task waiting on fetches most of the time (a quarter of the rate
+# in benchmarks/spark_connectors.py). Given kafka.* options win.
+_READ_DEFAULTS = {"queued.min.messages": 1_000_000, "fetch.message.max.bytes": 4 << 20}
+_READ_DEFAULT_ALIASES = {"fetch.message.max.bytes": "max.partition.fetch.bytes"}
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 _ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -297,6 +302,8 @@ def read_range(options: SourceOptions, r: OffsetRange,
     """Every record of `r` as Arrow batches; offsets missing from the log are a data loss."""
     schema = arrow_schema(options.include_headers, decoders)
     consumer = Consumer({
+        **{name: value for name, value in _READ_DEFAULTS.items()
+           if name not in options.client and _READ_DEFAULT_ALIASES.get(name) not in options.client},
         **options.client,
         "group.id": options.client.get("group.id", f"{options.group_id_prefix}-{uuid.uuid4()}"),
         "enable.auto.commit": False,
@@ -325,7 +332,7 @@ def read_range(options: SourceOptions, r: OffsetRange,
                                        f"{options.poll_timeout_s}s (kafkaConsumer.pollTimeoutMs)")
                 continue
             idle_since = time.monotonic()
-            if not [m for m in messages if m.error() is not None]:  # the usual case: records only
+            if not any(map(_error_of, messages)):  # the usual case: records only
                 records = messages if messages[-1].offset() < r.end else [m for m in messages if m.offset() < r.end]
                 if len(records) < len(messages):
                     position = r.end
@@ -370,31 +377,37 @@ def _skip_deleted(consumer, options: SourceOptions, r: OffsetRange, tp, position
     return position
 
 
+# Message's methods, unbound: map() calls them without a Python frame per record.
+_key_of, _value_of, _offset_of = Message.key, Message.value, Message.offset
+_timestamp_of, _headers_of, _error_of = Message.timestamp, Message.headers, Message.error
+# confluent-kafka's (timestamp type, timestamp ms) pairs, converted by Arrow in one call.
+_ARROW_TIMESTAMP_PAIR = pa.struct([("type", pa.int32()), ("ms", pa.int64())])
+
+
 def _to_arrow(messages: list, topic: str, partition: int, include_headers: bool,
               schema: pa.Schema, decoders: SourceDecoders | None = None) -> pa.RecordBatch:
-    """One record batch, column by column, in a handful of list comprehensions over the consumed messages."""
+    """One record batch, column by column, from the consumed messages."""
     n = len(messages)
-    timestamps = [m.timestamp() for m in messages]
-    keys, values = [m.key() for m in messages], [m.value() for m in messages]
-    if decoders and (decoders.key or decoders.value):
-        offsets = [m.offset() for m in messages]
-        if decoders.key:
-            keys = decoders.key.column_of(keys, topic, partition, offsets)
-        if decoders.value:
-            values = decoders.value.column_of(values, topic, partition, offsets)
+    timestamps = pa.array(list(map(_timestamp_of, messages)), _ARROW_TIMESTAMP_PAIR)
+    keys, values = list(map(_key_of, messages)), list(map(_value_of, messages))
+    offsets = list(map(_offset_of, messages))
+    if decoders and decoders.key:
+        keys = decoders.key.column_of(keys, topic, partition, offsets)
+    if decoders and decoders.value:
+        values = decoders.value.column_of(values, topic, partition, offsets)
     columns = [
         pa.array(keys, pa.binary()) if isinstance(keys, list) else keys,
         pa.array(values, pa.binary()) if isinstance(values, list) else values,
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(offsets, pa.int64()),
         # Kafka timestamps are milliseconds; Spark wants microseconds.
-        pc.multiply(pa.array([t[1] for t in timestamps], pa.int64()), 1000).cast(_ARROW_TIMESTAMP),
+        pc.multiply(timestamps.field("ms"), 1000).cast(_ARROW_TIMESTAMP),
         # confluent-kafka numbers timestamp types 0 none, 1 create, 2 log append; Kafka and Spark -1, 0, 1.
-        pa.array([t[0] - 1 for t in timestamps], pa.int32()),
+        pc.subtract(timestamps.field("type"), 1),
     ]
     if include_headers:
-        columns.append(pa.array([m.headers() for m in messages], _ARROW_HEADERS))
+        columns.append(pa.array(list(map(_headers_of, messages)), _ARROW_HEADERS))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
