@@ -23,7 +23,8 @@ def pytest_addoption(parser):
 # Test files that take a minute or more of a worker, longest first. `make test` runs files on two workers
 # (-n 2 --dist loadfile --no-loadscope-reorder), handing out files in collection order: these go first, so
 # that no worker starts one of them last while the other has finished.
-_LONG_FILES = ("tests/e2e/test_cluster_transactions.py", "tests/sql/test_sql_failures.py",
+_LONG_FILES = ("tests/spark_cluster/test_spark_cluster.py", "tests/spark_connect/test_spark_connect.py",
+               "tests/e2e/test_cluster_transactions.py", "tests/sql/test_sql_failures.py",
                "tests/spark/test_source.py", "tests/e2e/test_cluster.py", "tests/sql/test_conformance.py",
                "tests/e2e/test_crash_points.py", "tests/e2e/test_authentication.py", "tests/spark/test_sink.py",
                "tests/e2e/test_transactions.py", "tests/sql/test_sql_on_reference_kafka.py",

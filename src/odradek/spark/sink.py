@@ -327,7 +327,8 @@ def ensure_commits_topic(config: dict) -> None:
     admin = AdminClient({"bootstrap.servers": config["bootstrap.servers"]})
     if COMMITS_TOPIC in admin.list_topics(timeout=_TIMEOUT_S).topics:
         return
-    futures = admin.create_topics([NewTopic(COMMITS_TOPIC, 1, 1, config={"cleanup.policy": "compact"})])
+    # replication factor -1: the broker's default.replication.factor, as durable as the data topics by default
+    futures = admin.create_topics([NewTopic(COMMITS_TOPIC, 1, -1, config={"cleanup.policy": "compact"})])
     for fut in futures.values():
         try:
             fut.result(_TIMEOUT_S)
