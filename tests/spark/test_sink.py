@@ -47,8 +47,8 @@ def test_missing_topic_column_and_option_is_an_error():
 
 # --- streaming task logic, driven directly (no Spark): the replay cases of exactly-once ---
 
-def stream_options(bootstrap: str, topic: str, sink_id: str) -> dict:
-    return {"kafka.bootstrap.servers": bootstrap, "topic": topic, "odradek.sink.id": sink_id}
+def stream_options(bootstrap: str, topic: str, sink_id: str, **more) -> dict:
+    return {"kafka.bootstrap.servers": bootstrap, "topic": topic, "odradek.sink.id": sink_id, **more}
 
 
 def rows(n: int, start: int = 0) -> list[pa.RecordBatch]:
@@ -73,14 +73,16 @@ def test_replay_of_a_committed_batch_writes_nothing(shared_node, commits_topic):
 
     replay = write_streaming_task(options, rows(5), batch_id=0, task=0)
     assert (replay.written, replay.skipped) == (0, 5)
-    assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(5)]
+    written = read_all(shared_node.bootstrap, topic)
+    assert values(written) == [f"v{i}".encode() for i in range(5)]
+    assert all(headers == [] for *_, headers in written), "headers only with odradek.sink.tagRecords"
 
 
 def test_an_attempt_that_died_mid_batch_is_aborted_and_the_replay_writes_every_record_once(shared_node,
                                                                                             commits_topic):
     topic, sink = unique("partial"), unique("sink")
     create_topic(shared_node.bootstrap, topic, partitions=3)
-    options = stream_options(shared_node.bootstrap, topic, sink)
+    options = stream_options(shared_node.bootstrap, topic, sink, **{"odradek.sink.tagRecords": "true"})
     write_streaming_task(options, rows(3, start=100), batch_id=0, task=0)
     commit_batch(options, 0)
     # batch 1's first attempt died after writing 4 of its 10 records: its transaction is left open
@@ -97,7 +99,7 @@ def test_an_attempt_that_died_mid_batch_is_aborted_and_the_replay_writes_every_r
     written = read_all(shared_node.bootstrap, topic)  # read_committed
     assert sorted(values(written)) == sorted([f"v{i}".encode() for i in range(10)] +
                                              [f"v{i}".encode() for i in range(100, 103)])
-    assert all(dict(h)[HEADER_BATCH] in (b"0", b"1") for _, _, _, h in written)
+    assert all(dict(h)[HEADER_BATCH] in (b"0", b"1") for _, _, _, h in written)  # tagRecords
     with pytest.raises(KafkaException):  # the dead attempt is fenced
         dead.commit_transaction(10)
 

@@ -44,6 +44,9 @@ from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
 SINK_ID_OPTION = "odradek.sink.id"
+# "true": every record of the streaming sink says which sink, batch and task wrote it. Off by default: a
+# record's headers cost as much to produce as the record, and Spark's Kafka sink adds none.
+TAG_RECORDS_OPTION = "odradek.sink.tagRecords"
 HEADER_SINK = "odradek.sink"
 HEADER_BATCH = "odradek.batch"
 HEADER_TASK = "odradek.task"
@@ -338,8 +341,10 @@ def ensure_commits_topic(config: dict) -> None:
 
 
 def _consumer(config: dict, isolation: str = "read_committed"):
+    # The read ends at the log end, where a fetch waits fetch.wait.max.ms for more: keep that short.
     return Consumer({**config, "group.id": "odradek-spark-sink", "enable.auto.commit": False,
-                     "enable.partition.eof": True, "auto.offset.reset": "earliest", "isolation.level": isolation})
+                     "enable.partition.eof": True, "auto.offset.reset": "earliest", "isolation.level": isolation,
+                     "fetch.wait.max.ms": 10})
 
 
 def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> Iterator:
@@ -415,8 +420,10 @@ def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch
     if batch_id <= state.last_committed or state.done.get(task, -1) >= batch_id:
         return OdradekCommitMessage(partition_id=task, written=0, skipped=sum(b.num_rows for b in batches),
                                     batch_id=batch_id, sink_id=sink_id)
-    tags = [(HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
-            (HEADER_TASK, str(task).encode())]
+    tags = None
+    if (_option(options, TAG_RECORDS_OPTION) or "false").strip().lower() == "true":
+        tags = [(HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
+                (HEADER_TASK, str(task).encode())]
     done = OutRecord(topic=COMMITS_TOPIC, key=_done_key(sink_id, task), partition=0,
                      value=json.dumps({"batch_id": batch_id}).encode())
     producer.producer.begin_transaction()
