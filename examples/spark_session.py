@@ -1,4 +1,5 @@
-"""The SparkSession the examples share: local mode, the "odradek" data source registered."""
+"""The SparkSession the examples share: local mode unless a master URL is given, the "odradek" data source
+registered."""
 
 import os
 import sys
@@ -6,9 +7,12 @@ import sys
 from pyspark.sql import SparkSession
 
 
-def odradek_spark(app: str) -> SparkSession:
+def odradek_spark(app: str, master: str | None = None) -> SparkSession:
+    """The session on `master`, else $ODRADEK_SPARK_MASTER (spark://host:7077 for a standalone cluster), else
+    local[2]. On a cluster, the executors' PYSPARK_PYTHON must have odradek installed, as this one does."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.appName(app).master("local[2]")
+    master = master or os.environ.get("ODRADEK_SPARK_MASTER") or "local[2]"
+    spark = (SparkSession.builder.appName(app).master(master)
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
     from pyspark.sql.datasource import DataSource
 

@@ -47,9 +47,11 @@ def main(argv=None) -> tuple[int, list]:
     parser.add_argument("--source", default="payments")
     parser.add_argument("--sink", default="fraudulent_payments")
     parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://127.0.0.1:7077 (default $ODRADEK_SPARK_MASTER or local[2])")
     args = parser.parse_args(argv)
     expected = generate_payments(args.bootstrap_server, args.source, args.payments)
-    spark = odradek_spark("fraud-filter")
+    spark = odradek_spark("fraud-filter", args.master)
     run_filter(spark, args.bootstrap_server, args.source, args.sink, args.checkpoint or tempfile.mkdtemp())
     flagged = read_topic(args.bootstrap_server, args.sink)
     print(f"{args.payments} payments generated, {expected} above 0.8, {len(flagged)} in {args.sink}")

@@ -76,10 +76,12 @@ def main(argv=None) -> dict[str, int]:
     parser.add_argument("--source", default="clicks")
     parser.add_argument("--sink", default="click_counts")
     parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://127.0.0.1:7077 (default $ODRADEK_SPARK_MASTER or local[2])")
     args = parser.parse_args(argv)
     generate_clicks(args.bootstrap_server, args.source)
     create_compacted(args.bootstrap_server, args.sink)
-    spark = odradek_spark("windowed-counts")
+    spark = odradek_spark("windowed-counts", args.master)
     run_counts(spark, args.bootstrap_server, args.source, args.sink, args.checkpoint or tempfile.mkdtemp())
     counts = latest_counts(args.bootstrap_server, args.sink)
     for key, count in sorted(counts.items()):

@@ -145,6 +145,7 @@ query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 20).
          .selectExpr("cast(value % 7 as string) as key", "cast(value as string) as value")
          .writeStream.format("odradek_sink_only").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", topic).option("checkpointLocation", checkpoint)
+         .option("odradek.sink.tagRecords", "true")  # the test finds the sink id in the records' headers
          .trigger(processingTime="300 milliseconds").start())
 print("started", flush=True)
 query.awaitTermination()
