@@ -289,3 +289,28 @@ def test_a_recreated_checkpoint_is_a_new_sink_whose_batches_are_written(spark, s
                  .trigger(availableNow=True).start())
         query.awaitTermination(SPARK_DEADLINE_S)
     assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == sorted(list(range(5)) * 2)
+
+
+def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_node, tmp_path):
+    """odradek.sink.transactional=false: Spark's Kafka sink's at-least-once writes, no markers, no transactions."""
+    topic = unique("plain")
+    query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 7).load()
+             .selectExpr("cast(value as string) as value")
+             .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
+             .option("topic", topic).option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .option("odradek.sink.transactional", "false").trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(SPARK_DEADLINE_S)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == list(range(7))
+    sink_id = f"checkpoint:{tmp_path / 'checkpoint'}#{query.id}"
+    state = read_sink_state({"bootstrap.servers": shared_node.bootstrap}, sink_id)
+    assert (state.last_committed, state.done) == (-1, {}), "no markers without transactions"
+    with pytest.raises(Exception, match="'odradek.sink.transactional' must be 'true' or 'false'"):
+        (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).load()
+         .selectExpr("cast(value as string) as value").writeStream.format("odradek")
+         .option("kafka.bootstrap.servers", shared_node.bootstrap).option("topic", topic)
+         .option("checkpointLocation", str(tmp_path / "other")).option("odradek.sink.transactional", "maybe")
+         .trigger(availableNow=True).start().awaitTermination(SPARK_DEADLINE_S))

@@ -195,7 +195,7 @@ def _duration_s(options, name: str, default: str) -> float:
     return int(match.group(1)) * _TIME_UNITS_S.get(match.group(2), 1e-3)
 
 
-def _boolean(options, name: str, default: bool) -> bool:
+def boolean_option(options, name: str, default: bool) -> bool:
     value = _get(options, name)
     if value is None:
         return default
@@ -282,7 +282,7 @@ class SourceOptions:
 
     @staticmethod
     def parse_include_headers(options) -> bool:
-        return _boolean(options, "includeHeaders", False)
+        return boolean_option(options, "includeHeaders", False)
 
     @staticmethod
     def parse_registries(options) -> tuple[RegistryOptions | None, RegistryOptions | None]:
@@ -323,7 +323,7 @@ class SourceOptions:
         key_registry, value_registry = cls.parse_registries(options)
         return cls(
             client=client, strategy=strategy, starting=starting, ending=ending,
-            fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
+            fail_on_data_loss=boolean_option(options, "failOnDataLoss", True),
             include_headers=cls.parse_include_headers(options),
             max_offsets_per_trigger=max_per_trigger,
             min_offsets_per_trigger=min_per_trigger,

@@ -39,7 +39,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from odradek.spark.options import kafka_client_config, parse_registry
+from odradek.spark.options import boolean_option, kafka_client_config, parse_registry
 from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
@@ -47,6 +47,8 @@ SINK_ID_OPTION = "odradek.sink.id"
 # "true": every record of the streaming sink says which sink, batch and task wrote it. Off by default: a
 # record's headers cost as much to produce as the record, and Spark's Kafka sink adds none.
 TAG_RECORDS_OPTION = "odradek.sink.tagRecords"
+# "false": the streaming sink writes each task's rows without a transaction, at-least-once as Spark's Kafka sink.
+TRANSACTIONAL_OPTION = "odradek.sink.transactional"
 HEADER_SINK = "odradek.sink"
 HEADER_BATCH = "odradek.batch"
 HEADER_TASK = "odradek.task"
@@ -421,7 +423,7 @@ def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch
         return OdradekCommitMessage(partition_id=task, written=0, skipped=sum(b.num_rows for b in batches),
                                     batch_id=batch_id, sink_id=sink_id)
     tags = None
-    if (_option(options, TAG_RECORDS_OPTION) or "false").strip().lower() == "true":
+    if boolean_option(options, TAG_RECORDS_OPTION, False):
         tags = [(HEADER_SINK, sink_id.encode()), (HEADER_BATCH, str(batch_id).encode()),
                 (HEADER_TASK, str(task).encode())]
     done = OutRecord(topic=COMMITS_TOPIC, key=_done_key(sink_id, task), partition=0,
@@ -447,18 +449,27 @@ def commit_batch(options: dict, batch_id: int, sink_id: str | None = None) -> No
 
 
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("odradek")`: exactly-once across replays of a micro-batch (module docstring)."""
+    """`df.writeStream.format("odradek")`: exactly-once across replays of a micro-batch (module docstring), or,
+    with `odradek.sink.transactional=false`, at-least-once like Spark's Kafka sink."""
 
     def __init__(self, options: dict, schema: StructType):
         self.options = dict(options)
         self.schema = schema
         check_schema(schema, self.options)
-        sink_id_from_options(self.options)
+        self.transactional = boolean_option(self.options, TRANSACTIONAL_OPTION, True)
         self.encoders = sink_encoders(self.options, schema)
-        ensure_commits_topic(kafka_client_config(self.options))
+        if self.transactional:
+            sink_id_from_options(self.options)
+            ensure_commits_topic(kafka_client_config(self.options))
+        else:
+            kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
+        if not self.transactional:
+            written = write_batches(SinkProducer(producer_config(self.options)), iterator, self.options,
+                                    self.encoders)
+            return OdradekCommitMessage(partition_id=ctx.partitionId(), written=written)
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:
             raise RuntimeError(f"task has no '{BATCH_ID_PROPERTY}' local property; is this a micro-batch query?")
