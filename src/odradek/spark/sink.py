@@ -153,7 +153,9 @@ def to_records(rows: Iterable[dict], options: dict, encoders: SinkEncoders | Non
 
 
 def producer_config(options: dict) -> dict:
-    config = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    # A task produces its rows as fast as it reads them: a queue of librdkafka's default 100,000 messages
+    # filled up and made it wait (queue.buffering.max.kbytes still bounds the memory).
+    config = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
     config.update(kafka_client_config(options))
     return config
 
@@ -180,8 +182,8 @@ class SinkProducer:
             try:
                 self.producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
                 return
-            except BufferError:  # the local queue is full: wait for deliveries to make room
-                self.producer.poll(0.1)
+            except BufferError:  # the local queue is full: let deliveries make room (they report no event)
+                self.producer.poll(0.005)
 
     def flush(self) -> None:
         remaining = self.producer.flush(_TIMEOUT_S)
@@ -417,6 +419,9 @@ def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch
     sink_id = sink_id or sink_id_from_options(options)
     batches = list(batches)
     producer = SinkProducer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
+    # A connection first: a new producer that looks for its transaction coordinator before any broker is up
+    # retries only on librdkafka's 500 ms coordinator timer.
+    producer.producer.list_topics(timeout=_TIMEOUT_S)
     producer.producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
     state = read_sink_state(config, sink_id)
     if batch_id <= state.last_committed or state.done.get(task, -1) >= batch_id:
