@@ -314,3 +314,21 @@ def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_n
          .option("kafka.bootstrap.servers", shared_node.bootstrap).option("topic", topic)
          .option("checkpointLocation", str(tmp_path / "other")).option("odradek.sink.transactional", "maybe")
          .trigger(availableNow=True).start().awaitTermination(SPARK_DEADLINE_S))
+
+
+def test_a_worker_reuses_its_plain_producer_until_a_write_fails(shared_node):
+    from odradek.spark import sink
+
+    topic = unique("reused")
+    create_topic(shared_node.bootstrap, topic, partitions=1)
+    options = {"kafka.bootstrap.servers": shared_node.bootstrap, "topic": topic}
+    assert sink.write_plain(options, rows(3), None) == 3
+    (first,) = [p for p in sink._plain_producers.values()]
+    assert sink.write_plain(options, rows(2, start=3), None) == 2
+    assert list(sink._plain_producers.values()) == [first], "the next task's rows go through the same producer"
+    to_missing_partition = pa.RecordBatch.from_pylist([{"value": "lost", "partition": 5}])
+    with pytest.raises(KafkaException, match="Unknown partition"):
+        sink.write_plain(options, [to_missing_partition], None)
+    assert first not in sink._plain_producers.values(), "a producer that failed is not used again"
+    assert sink.write_plain(options, rows(1, start=5), None) == 1
+    assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(6)]

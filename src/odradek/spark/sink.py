@@ -193,6 +193,22 @@ class SinkProducer:
             raise RuntimeError("delivery failed: " + "; ".join(self.errors.errors[:5]))
 
 
+# Plain producers outlive their task in the Python worker, which Spark reuses for the next tasks: a new
+# idempotent producer waits librdkafka's 500 ms timer for its producer id (it asks before a connection is up).
+_plain_producers: dict[str, SinkProducer] = {}
+
+
+def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: SinkEncoders | None) -> int:
+    """A task's rows without a transaction, through this worker's producer for these options; a producer that
+    failed is dropped."""
+    config = producer_config(options)
+    key = json.dumps(config, sort_keys=True, default=str)
+    producer = _plain_producers.pop(key, None) or SinkProducer(config)
+    written = write_batches(producer, batches, options, encoders)
+    _plain_producers[key] = producer
+    return written
+
+
 def produce_all(producer: SinkProducer, records: Iterable[OutRecord]) -> int:
     """Produce records and flush, raising on any delivery error; returns how many were written."""
     count = 0
@@ -286,7 +302,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
-        written = write_batches(SinkProducer(producer_config(self.options)), iterator, self.options, self.encoders)
+        written = write_plain(self.options, iterator, self.encoders)
         return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
 
     def commit(self, messages) -> None:
@@ -472,8 +488,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
         if not self.transactional:
-            written = write_batches(SinkProducer(producer_config(self.options)), iterator, self.options,
-                                    self.encoders)
+            written = write_plain(self.options, iterator, self.encoders)
             return OdradekCommitMessage(partition_id=ctx.partitionId(), written=written)
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:
