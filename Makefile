@@ -73,14 +73,14 @@ benchmarks/rdkafka_load: benchmarks/rdkafka_load.c $(VENV)/.installed-dev
 	LIBDIR=$$($(BIN)/python -c "import confluent_kafka, os; print(os.path.realpath(os.path.join(os.path.dirname(confluent_kafka.__file__), '..', 'confluent_kafka.libs')))") && \
 	  cc -O2 -Wall -pthread -o $@ $< -L$$LIBDIR -l:$$(ls $$LIBDIR | grep '^librdkafka') -Wl,-rpath,$$LIBDIR
 
-bench: $(VENV)/.installed-dev system-deps benchmarks/rdkafka_load
+bench: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps benchmarks/rdkafka_load
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/throughput.py --load-generator rdkafka --value-bytes 100 --partitions 4
 	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/small_requests.py
 	$(BIN)/python benchmarks/scale.py
-	$(BIN)/python benchmarks/spark_read.py
+	$(BIN)/python benchmarks/spark_connectors.py
 	$(BIN)/python benchmarks/console.py
 	$(BIN)/python benchmarks/schema_registry.py
 	$(BIN)/python benchmarks/balancer.py

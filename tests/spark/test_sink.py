@@ -322,6 +322,7 @@ def test_a_worker_reuses_its_plain_producer_until_a_write_fails(shared_node):
     topic = unique("reused")
     create_topic(shared_node.bootstrap, topic, partitions=1)
     options = {"kafka.bootstrap.servers": shared_node.bootstrap, "topic": topic}
+    sink._plain_producers.clear()  # as in a fresh Python worker
     assert sink.write_plain(options, rows(3), None) == 3
     (first,) = [p for p in sink._plain_producers.values()]
     assert sink.write_plain(options, rows(2, start=3), None) == 2
