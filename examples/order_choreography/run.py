@@ -118,6 +118,8 @@ def main(argv=None) -> dict[str, str]:
     parser.add_argument("--orders", type=int, default=10)
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://127.0.0.1:7077 (default $ODRADEK_SPARK_MASTER or local[2])")
     args = parser.parse_args(argv)
     bootstrap = args.bootstrap_server
     create_topics(bootstrap)
@@ -128,7 +130,7 @@ def main(argv=None) -> dict[str, str]:
                                                      "dispatch_events", dispatch, stop))]
     for service in services:
         service.start()
-    query = stock_service(odradek_spark("order-choreography"), bootstrap, args.checkpoint or tempfile.mkdtemp())
+    query = stock_service(odradek_spark("order-choreography", args.master), bootstrap, args.checkpoint or tempfile.mkdtemp())
     try:
         status = order_service(bootstrap, uuid.uuid4().hex[:8], args.orders, args.timeout)
     finally:
