@@ -1,11 +1,6 @@
 """The "odradek" sink: Spark's Kafka sink columns and options, batch writes, exactly-once streaming writes."""
 
 import datetime
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -119,75 +114,6 @@ def test_identical_records_in_one_batch_are_each_written(shared_node, commits_to
     same = pa.RecordBatch.from_pylist([{"key": "k", "value": "same"}] * 3)
     assert write_streaming_task(options, [same], batch_id=0, task=0).written == 3
     assert values(read_all(shared_node.bootstrap, topic)) == [b"same"] * 3
-
-
-# --- a real driver killed with kill -9 mid-stream resumes from its checkpoint: no loss, no duplicates ---
-
-DRIVER = r'''
-import os, sys
-os.environ["PYSPARK_PYTHON"] = sys.executable
-from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource
-from odradek.spark.sink import OdradekStreamWriter
-
-class Sink(DataSource):
-    @classmethod
-    def name(cls):
-        return "odradek_sink_only"
-    def streamWriter(self, schema, overwrite):
-        return OdradekStreamWriter(self.options, schema)
-
-bootstrap, topic, checkpoint = sys.argv[1:4]
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-spark.dataSource.register(Sink)
-query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 20).option("numPartitions", 2).load()
-         .selectExpr("cast(value % 7 as string) as key", "cast(value as string) as value")
-         .writeStream.format("odradek_sink_only").option("kafka.bootstrap.servers", bootstrap)
-         .option("topic", topic).option("checkpointLocation", checkpoint)
-         .option("odradek.sink.tagRecords", "true")  # the test finds the sink id in the records' headers
-         .trigger(processingTime="300 milliseconds").start())
-print("started", flush=True)
-query.awaitTermination()
-'''
-
-
-def test_driver_killed_with_kill_9_resumes_without_loss_or_duplicates(shared_node, tmp_path):
-    topic = unique("killed")
-    create_topic(shared_node.bootstrap, topic, partitions=2)
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    checkpoint = tmp_path / "checkpoint"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-
-    def run_until(min_records: int) -> int:
-        proc = subprocess.Popen([sys.executable, str(script), shared_node.bootstrap, topic, str(checkpoint)],
-                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "driver.log", "ab"),
-                                env=env, start_new_session=True)
-        try:
-            deadline = time.monotonic() + SPARK_DEADLINE_S
-            while time.monotonic() < deadline:
-                n = len(read_all(shared_node.bootstrap, topic))
-                if n >= min_records:
-                    return n
-                assert proc.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
-                time.sleep(0.2)
-            raise AssertionError("driver made no progress:\n" + (tmp_path / "driver.log").read_text()[-3000:])
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)  # the JVM and its Python workers, mid-batch
-            proc.wait()
-
-    first = run_until(30)
-    run_until(first + 40)
-    got = sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic)))
-    assert len(got) == len(set(got)), "duplicates after kill -9 and restart"
-    # every batch is complete and contiguous: batches 0..k wrote exactly the values 0..20(k+1)-1
-    sink_ids = {dict(h)["odradek.sink"] for _, _, _, h in read_all(shared_node.bootstrap, topic)}
-    assert len(sink_ids) == 1 and sink_ids.pop().startswith(b"checkpoint:" + str(checkpoint).encode() + b"#")
-    committed = read_sink_state({"bootstrap.servers": shared_node.bootstrap},
-                                dict(read_all(shared_node.bootstrap, topic)[0][3])["odradek.sink"].decode()).last_committed
-    assert committed >= 1
-    assert got[: 20 * (committed + 1)] == list(range(20 * (committed + 1))), "a record is missing"
 
 
 # --- through Spark: df.write / df.writeStream with format("odradek") ---
