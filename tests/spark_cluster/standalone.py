@@ -13,17 +13,17 @@ tests/spark may already have made theirs (local[2]) in this pytest process.
 import atexit
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pyspark
+
+from tests.spark_session_process import SessionProcess
 
 SPARK_HOME = Path(pyspark.__file__).parent
 JAVA_HOME = os.environ.get("JAVA_HOME") or "/usr/lib/jvm/java-17-openjdk-amd64"
@@ -170,54 +170,25 @@ class SparkStandalone:
             kill_session(daemon.proc)
 
 
-class DriverSession:
-    """driver_session.py against `master`: request(op, **args) sends one request and returns its result."""
+class DriverSession(SessionProcess):
+    """driver_session.py against `master`, in a session of its own."""
 
     def __init__(self, directory: Path, master: str, name: str = "driver"):
         directory.mkdir(parents=True, exist_ok=True)
-        self.log_path = directory / f"{name}.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, str(SESSION_SCRIPT), master, name], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True, env=spark_env(directory),
-                                         cwd=directory, start_new_session=True)
-        self.sid = self.proc.pid  # start_new_session: the session and process group id
+        log_path = directory / f"{name}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, str(SESSION_SCRIPT), master, name], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, env=spark_env(directory),
+                                    cwd=directory, start_new_session=True)
+        super().__init__(proc, log_path, "the driver", request_timeout=300)
+        self.sid = proc.pid  # start_new_session: the session and process group id
         atexit.register(self.kill)
-        self.replies: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read_replies, daemon=True).start()
-        self.app_id = self._reply(timeout=START_DEADLINE_S)["result"]
-
-    def _read_replies(self) -> None:
-        for line in self.proc.stdout:
-            self.replies.put(json.loads(line))
-        self.replies.put(None)
-
-    def _reply(self, timeout: float) -> dict:
-        try:
-            reply = self.replies.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no answer from the driver within {timeout}s:\n{self.log_tail()}") from None
-        assert reply is not None, f"the driver exited with {self.proc.wait()}:\n{self.log_tail()}"
-        return reply
-
-    def request(self, op: str, timeout: float = 300, **args):
-        self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
-        self.proc.stdin.flush()
-        reply = self._reply(timeout)
-        assert "error" not in reply, f"{op} failed: {reply['error']}\n{self.log_tail()}"
-        return reply["result"]
-
-    def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        self.app_id = self.reply(timeout=START_DEADLINE_S)["result"]
 
     def kill(self) -> None:
         """kill -9 of the driver's session: the Python driver, its JVM and the JVM's Python workers."""
         kill_session(self.proc)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()  # end of requests: the script stops its session and exits
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                pass
+        super().close()
         self.kill()

@@ -8,9 +8,7 @@ one session for the whole module, serving the requests of spark40_session.py.
 import functools
 import json
 import os
-import queue
 import subprocess
-import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Pr
 
 from tests.reference_kafka import SPARK_KAFKA_JARS, requires_reference
 from tests.spark.topics import create_topic, read_all, unique
+from tests.spark_session_process import SessionProcess
 
 SPARK40_PYTHON = Path(__file__).resolve().parents[2] / ".venv-spark40" / "bin" / "python"
 SESSION_SCRIPT = Path(__file__).with_name("spark40_session.py")
@@ -35,52 +34,20 @@ BASE_MS = 1_700_000_000_000
 SPARK_TIMESTAMP_TYPE = {TIMESTAMP_CREATE_TIME: 0, TIMESTAMP_LOG_APPEND_TIME: 1}
 
 
-class Spark40Session:
-    """The spark40_session.py subprocess: request(op, **args) sends one request and returns its result."""
+class Spark40Session(SessionProcess):
+    """The spark40_session.py subprocess."""
 
     def __init__(self, directory: Path):
-        self.log_path = directory / "spark.log"
+        log_path = directory / "spark.log"
         env = {name: value for name, value in os.environ.items()
                if name not in ("SPARK_HOME", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS")}
         env["PYSPARK_PYTHON"] = str(SPARK40_PYTHON)  # other Spark tests point it at the project's venv
         jars = sorted(str(jar) for jar in SPARK_KAFKA_JARS.glob("*.jar"))
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([str(SPARK40_PYTHON), str(SESSION_SCRIPT), *jars], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=directory)
-        self.replies: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read_replies, daemon=True).start()
-        self.spark_version = self._reply(timeout=180)["result"]
-
-    def _read_replies(self) -> None:
-        for line in self.proc.stdout:
-            self.replies.put(json.loads(line))
-        self.replies.put(None)
-
-    def _reply(self, timeout: float) -> dict:
-        try:
-            reply = self.replies.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no answer from Spark within {timeout}s:\n{self.log_tail()}") from None
-        assert reply is not None, f"Spark exited with {self.proc.wait()}:\n{self.log_tail()}"
-        return reply
-
-    def request(self, op: str, timeout: float = 180, **args):
-        self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
-        self.proc.stdin.flush()
-        reply = self._reply(timeout)
-        assert "error" not in reply, f"{op} failed: {reply['error']}\n{self.log_tail()}"
-        return reply["result"]
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def close(self) -> None:
-        self.proc.stdin.close()  # end of requests: the script stops its session and exits
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([str(SPARK40_PYTHON), str(SESSION_SCRIPT), *jars], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=directory)
+        super().__init__(proc, log_path, "Spark", request_timeout=180)
+        self.spark_version = self.reply(timeout=180)["result"]
 
 
 @pytest.fixture(scope="module")
