@@ -1,5 +1,6 @@
 """Shared fixtures: real Odradek node processes on free 127.0.0.1 ports with throwaway data directories."""
 
+import os
 import random
 import signal
 import socket
@@ -47,8 +48,18 @@ def seed(request) -> int:
 
 # Listening ports come from below Linux's ephemeral range (32768-60999 by default): a port the kernel picked
 # for us (bind to 0) can be taken, before the node binds it, as the source port of some outgoing
-# connection, or handed out again for another listener. Nor is a port given twice in one run.
-_LISTEN_PORTS = (20000, 32768)
+# connection, or handed out again for another listener. Nor is a port given twice in one run: each pytest-xdist
+# worker takes its own slice of the range, as two workers could otherwise both find a port free before either
+# process binds it.
+def _listen_ports() -> tuple[int, int]:
+    low, high = 20000, 32768
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    worker = int((os.environ.get("PYTEST_XDIST_WORKER") or "gw0").removeprefix("gw"))
+    size = (high - low) // workers
+    return low + worker * size, low + (worker + 1) * size
+
+
+_LISTEN_PORTS = _listen_ports()
 _given_ports: set[int] = set()
 _port_choice = random.Random()
 
