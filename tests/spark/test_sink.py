@@ -132,7 +132,8 @@ def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
 
 def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_producer(spark, shared_node):
     topic = unique("stamped")
-    create_topic(shared_node.bootstrap, topic, partitions=2)
+    # The stamp is years old: time retention would delete it before the read.
+    create_topic(shared_node.bootstrap, topic, partitions=2, config={"retention.ms": "-1"})
     stamp = datetime.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=datetime.UTC)
     df = spark.createDataFrame(
         [(bytearray(b"k1"), "v1", stamp, 1, None), (None, None, None, None, [("h", None)])],
