@@ -331,7 +331,7 @@ def test_acknowledged_writes_survive_kills_freezes_and_network_cuts(proxied_clus
         raise AssertionError(
             f"seed {seed} (replay: pytest tests/e2e/test_cluster_nemesis.py --seed {seed}), "
             f"{time.monotonic() - started:.0f}s in: {exc}\nnemesis:\n  " + "\n  ".join(nemesis.events)
-            + f"\n{cluster.log_excerpt()}") from exc
+            + f"\n{cluster.log_excerpt()}\nthe failure, again (CI keeps an output's end): {exc}") from exc
     print(f"{report}; {time.monotonic() - started:.0f}s in all\nnemesis:\n  " + "\n  ".join(nemesis.events))
 
 
