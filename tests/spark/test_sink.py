@@ -116,6 +116,25 @@ def test_identical_records_in_one_batch_are_each_written(shared_node, commits_to
     assert values(read_all(shared_node.bootstrap, topic)) == [b"same"] * 3
 
 
+def test_a_worker_reads_the_commits_topic_on_from_where_it_stopped(shared_node, commits_topic):
+    from odradek.spark import sink as sink_module
+
+    config, sink = {"bootstrap.servers": shared_node.bootstrap}, unique("sink")
+    options = stream_options(shared_node.bootstrap, unique("resumed"), sink)
+    assert read_sink_state(config, sink).last_committed == -1
+    (cache_key,) = [key for key in sink_module._sink_states if key[1] == sink]
+    state, read_to = sink_module._sink_states[cache_key]
+    commit_batch(options, 0)  # by the driver, after this worker's read
+    commit_batch(options, 1)
+    assert read_sink_state(config, sink).last_committed == 1, "markers written since the last read are seen"
+    assert sink_module._sink_states[cache_key][1] >= read_to + 2
+    # What was read before is not read again: a state the topic never held survives the next read.
+    sink_module._sink_states[cache_key] = (sink_module.SinkState(7, {0: 7}), sink_module._sink_states[cache_key][1])
+    commit_batch(options, 2)
+    again = read_sink_state(config, sink)
+    assert (again.last_committed, again.done) == (7, {0: 7})
+
+
 # --- through Spark: df.write / df.writeStream with format("odradek") ---
 
 def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):

@@ -20,7 +20,7 @@ pytest.importorskip("odradek.spark.datasource")
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from odradek.spark.sink import COMMITS_TOPIC  # noqa: E402
+from odradek.spark.sink import COMMITS_TOPIC, COMMITS_TOPIC_CONFIG  # noqa: E402
 from tests.e2e.test_cluster import wait_for  # noqa: E402
 from tests.e2e.test_cluster_transactions import TXN_CLUSTER_SETTINGS, all_in_sync, leaders, running_bootstrap  # noqa: E402
 from tests.spark.test_source import numbered_input, produce, record_count  # noqa: E402
@@ -184,7 +184,7 @@ def test_odradek_partition_leader_killed_mid_query_exactly_once(driver, executor
     # the sink's marker topic too: created by the sink it could have one replica (default.replication.factor is 1),
     # perhaps on the node killed
     for fut in admin.create_topics([NewTopic(source, 3, 3), NewTopic(target, 3, 3),
-                                    NewTopic(COMMITS_TOPIC, 1, 3, config={"cleanup.policy": "compact"})]).values():
+                                    NewTopic(COMMITS_TOPIC, 1, 3, config=COMMITS_TOPIC_CONFIG)]).values():
         fut.result(30)
     wait_for(lambda: all_in_sync(cluster, [source, target, COMMITS_TOPIC]), 60, "every replica in sync")
     sent = produce(cluster.bootstrap, [{"topic": source, "partition": i % 3, "key": f"k{i % 7}".encode(),

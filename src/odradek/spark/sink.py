@@ -43,6 +43,7 @@ from odradek.spark.options import boolean_option, kafka_client_config, parse_reg
 from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
+COMMITS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "600000"}
 SINK_ID_OPTION = "odradek.sink.id"
 # "true": every record of the streaming sink says which sink, batch and task wrote it. Off by default: a
 # record's headers cost as much to produce as the record, and Spark's Kafka sink adds none.
@@ -351,7 +352,8 @@ def ensure_commits_topic(config: dict) -> None:
     if COMMITS_TOPIC in admin.list_topics(timeout=_TIMEOUT_S).topics:
         return
     # replication factor -1: the broker's default.replication.factor, as durable as the data topics by default
-    futures = admin.create_topics([NewTopic(COMMITS_TOPIC, 1, -1, config={"cleanup.policy": "compact"})])
+    # Ten-minute segments: compaction only cleans closed ones, and a worker's first task reads the whole topic.
+    futures = admin.create_topics([NewTopic(COMMITS_TOPIC, 1, -1, config=COMMITS_TOPIC_CONFIG)])
     for fut in futures.values():
         try:
             fut.result(_TIMEOUT_S)
@@ -393,38 +395,47 @@ def _read_range(consumer, topic: str, partition: int, start: int, end: int) -> I
         consumer.unassign()
 
 
+# What this Python worker read of `__odradek_spark_commits` for each sink, and where it stopped: its next
+# task of the sink reads on from there, not the whole topic again (it holds every sink's markers).
+_sink_states: dict[tuple[str, str], tuple[SinkState, int]] = {}
+
+
 def read_sink_state(config: dict, sink_id: str) -> SinkState:
     """Read `__odradek_spark_commits` to its end, transactions decided: up to its high watermark, waiting
-    for the last stable offset to get there (a transaction open in it is committed or aborted soon)."""
+    for the last stable offset to get there (a transaction open in it is committed or aborted soon).
+    Markers only ever raise a task's or a sink's batch id, so what was read before stays true."""
+    cache_key = (json.dumps(config, sort_keys=True, default=str), sink_id)
+    known, read_to = _sink_states.get(cache_key, (SinkState(), 0))
     probe = _consumer(config, "read_uncommitted")
     try:
         low, high = probe.get_watermark_offsets(TopicPartition(COMMITS_TOPIC, 0), timeout=_TIMEOUT_S)
     finally:
         probe.close()
+    if high < read_to:  # the topic was deleted and made again: what was read is gone
+        known, read_to = SinkState(), 0
     consumer = _consumer(config)
     try:
-        state = SinkState()
+        state = SinkState(known.last_committed, dict(known.done))
         commit_key = _commit_key(sink_id)
         done_prefix = f"done/{sink_id}/".encode()
-        for msg in _read_range(consumer, COMMITS_TOPIC, 0, low, high):
+        for msg in _read_range(consumer, COMMITS_TOPIC, 0, max(low, read_to), high):
             key = msg.key() or b""
             if key == commit_key:
                 state.last_committed = max(state.last_committed, json.loads(msg.value())["batch_id"])
             elif key.startswith(done_prefix):
                 task = int(key[len(done_prefix):])
                 state.done[task] = max(state.done.get(task, -1), json.loads(msg.value())["batch_id"])
+        _sink_states[cache_key] = (state, high)
         return state
     finally:
         consumer.close()
 
 
 def _append_marker(config: dict, key: bytes, value: dict) -> None:
-    producer = SinkProducer(producer_config_from_client(config))
+    # Not idempotent: a new idempotent producer waits librdkafka's 500 ms timer for its producer id, on every
+    # micro-batch's commit, and a marker written twice by a retry means what it meant once.
+    producer = SinkProducer({"acks": "all", **config, "enable.idempotence": False})
     produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
-
-
-def producer_config_from_client(config: dict) -> dict:
-    return {"acks": "all", "enable.idempotence": True, **config}
 
 
 def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch_id: int, task: int,

@@ -67,8 +67,9 @@ _MESSAGES_PER_CONSUME = 10_000
 _CONSUME_WAIT_S = 0.05
 # A task reads one partition start to end: librdkafka's defaults pace its prefetching for a consumer that
 # keeps up with a live stream, and left a task waiting on fetches most of the time (a quarter of the rate
-# in benchmarks/spark_connectors.py). Given kafka.* options win.
-_READ_DEFAULTS = {"queued.min.messages": 1_000_000, "fetch.message.max.bytes": 4 << 20}
+# in benchmarks/spark_connectors.py). The prefetch is capped at the range's size: a micro-batch's task
+# would otherwise fetch the partition's every later record and drop them. Given kafka.* options win.
+_MAX_PREFETCH = 1_000_000
 _READ_DEFAULT_ALIASES = {"fetch.message.max.bytes": "max.partition.fetch.bytes"}
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -297,12 +298,17 @@ def _names(tps) -> str:
 
 # --- reading one range on an executor ---
 
+def _read_defaults(r: OffsetRange) -> dict:
+    return {"queued.min.messages": min(_MAX_PREFETCH, max(_MESSAGES_PER_CONSUME, r.end - r.start)),
+            "fetch.message.max.bytes": 4 << 20}
+
+
 def read_range(options: SourceOptions, r: OffsetRange,
                decoders: SourceDecoders | None = None) -> Iterator[pa.RecordBatch]:
     """Every record of `r` as Arrow batches; offsets missing from the log are a data loss."""
     schema = arrow_schema(options.include_headers, decoders)
     consumer = Consumer({
-        **{name: value for name, value in _READ_DEFAULTS.items()
+        **{name: value for name, value in _read_defaults(r).items()
            if name not in options.client and _READ_DEFAULT_ALIASES.get(name) not in options.client},
         **options.client,
         "group.id": options.client.get("group.id", f"{options.group_id_prefix}-{uuid.uuid4()}"),
