@@ -29,6 +29,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -438,19 +439,27 @@ def _append_marker(config: dict, key: bytes, value: dict) -> None:
     produce_all(producer, [OutRecord(topic=COMMITS_TOPIC, key=key, value=json.dumps(value).encode(), partition=0)])
 
 
-def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch_id: int, task: int,
-                         sink_id: str | None = None, encoders: SinkEncoders | None = None) -> OdradekCommitMessage:
-    """One task of micro-batch `batch_id`: its records and its done marker in one transaction, unless an
-    earlier attempt of the task (or the driver's commit) already made the batch done."""
-    config = kafka_client_config(options)
-    sink_id = sink_id or sink_id_from_options(options)
-    batches = list(batches)
+def _fence_earlier_attempts(options: dict, sink_id: str, task: int) -> tuple[SinkProducer, SinkState]:
+    """The task's transactional producer, once it has fenced every earlier attempt of the task and aborted what
+    they left open, and what the markers say after that."""
     producer = SinkProducer({**producer_config(options), "transactional.id": transactional_id(sink_id, task)})
     # A connection first: a new producer that looks for its transaction coordinator before any broker is up
     # retries only on librdkafka's 500 ms coordinator timer.
     producer.producer.list_topics(timeout=_TIMEOUT_S)
-    producer.producer.init_transactions(_TIMEOUT_S)  # fences earlier attempts; what they left open is aborted
-    state = read_sink_state(config, sink_id)
+    producer.producer.init_transactions(_TIMEOUT_S)
+    return producer, read_sink_state(kafka_client_config(options), sink_id)
+
+
+def write_streaming_task(options: dict, batches: Iterable[pa.RecordBatch], batch_id: int, task: int,
+                         sink_id: str | None = None, encoders: SinkEncoders | None = None) -> OdradekCommitMessage:
+    """One task of micro-batch `batch_id`: its records and its done marker in one transaction, unless an
+    earlier attempt of the task (or the driver's commit) already made the batch done."""
+    sink_id = sink_id or sink_id_from_options(options)
+    # Fencing and the marker read wait on the brokers (about 80 ms): they run while Spark sends the rows.
+    with ThreadPoolExecutor(1, thread_name_prefix="odradek-sink-fence") as pool:
+        fenced = pool.submit(_fence_earlier_attempts, options, sink_id, task)
+        batches = list(batches)
+        producer, state = fenced.result()
     if batch_id <= state.last_committed or state.done.get(task, -1) >= batch_id:
         return OdradekCommitMessage(partition_id=task, written=0, skipped=sum(b.num_rows for b in batches),
                                     batch_id=batch_id, sink_id=sink_id)
