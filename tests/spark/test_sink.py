@@ -123,7 +123,7 @@ def test_a_worker_reads_the_commits_topic_on_from_where_it_stopped(shared_node, 
     options = stream_options(shared_node.bootstrap, unique("resumed"), sink)
     assert read_sink_state(config, sink).last_committed == -1
     (cache_key,) = [key for key in sink_module._sink_states if key[1] == sink]
-    state, read_to = sink_module._sink_states[cache_key]
+    _, read_to = sink_module._sink_states[cache_key]
     commit_batch(options, 0)  # by the driver, after this worker's read
     commit_batch(options, 1)
     assert read_sink_state(config, sink).last_committed == 1, "markers written since the last read are seen"
