@@ -16,8 +16,7 @@ Rows (what is timed; N = --records records of --value-bytes values in --partitio
   stream_write      readStream.format("rate-micro-batch") (rowsPerBatch N/M, P partitions, the same key/value)
                     .writeStream.format(F), trigger(processingTime="0 seconds"), stopped after M non-empty
                     micro-batches; rows/s over those M as for stream_read. format("odradek") runs its plain
-                    (at-least-once) sink, with the option that turns transactions off when the installed sink
-                    has one (found in its source, or --odradek-plain-option KEY=VALUE); n/a otherwise
+                    (at-least-once) sink: odradek.sink.transactional=false
   stream_write_txn  the same with the odradek sink's exactly-once (transactional) mode. Spark's Kafka sink has
                     no transactional mode: its cells in this row repeat its plain stream_write numbers (marked *)
 Columns: format("odradek") on Odradek, format("kafka") on Apache Kafka 4.0 (../shared/reference), and
@@ -370,22 +369,6 @@ def jar_paths() -> list[str]:
     return sorted(os.path.join(SPARK_KAFKA_JARS, j) for j in os.listdir(SPARK_KAFKA_JARS) if j.endswith(".jar"))
 
 
-def odradek_plain_option() -> dict | None:
-    """The option that makes the odradek streaming sink plain (at-least-once), if the installed sink has one."""
-    import inspect
-
-    import odradek.spark.sink as sink
-
-    text = inspect.getsource(sink)
-    for name in ("odradek.sink.exactlyOnce", "exactlyOnce", "odradek.sink.transactional", "transactional"):
-        if f'"{name}"' in text:
-            return {name: "false"}
-    for name, value in (("deliveryGuarantee", "at-least-once"), ("odradek.sink.guarantee", "at-least-once")):
-        if f'"{name}"' in text:
-            return {name: value}
-    return None
-
-
 def _busy_seconds() -> float:
     """CPU seconds the whole machine has been busy (all cores, /proc/stat)."""
     with open("/proc/stat") as f:
@@ -485,11 +468,11 @@ class Bench:
                 topic = f"bench-w-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, a.partitions)
                 options["topic"] = topic
-            if row == "stream_write" and fmt == "odradek":
-                options.update(a.odradek_plain_option or {})
-            if row == "stream_write_txn" and fmt == "odradek" and a.odradek_plain_option:
-                options.update({k: {"false": "true", "at-least-once": "exactly-once"}.get(v.lower(), v)
-                                for k, v in a.odradek_plain_option.items()})  # say so, whatever the default
+            if row in ("stream_write", "stream_write_txn") and fmt == "odradek":
+                # imported here, not at the top: the worker in .venv-spark40 has no odradek
+                from odradek.spark.sink import TRANSACTIONAL_OPTION
+
+                options[TRANSACTIONAL_OPTION] = str(row == "stream_write_txn").lower()  # said, whatever the default
             self.settle()
             load_before = self.foreign.sample()
             cpu_before = self.cpu(session)
@@ -552,8 +535,6 @@ class Bench:
                     for column, fmt, broker in columns:
                         if row == "stream_write_txn" and fmt == "kafka":
                             continue  # Spark's Kafka sink has no transactional mode: see the table
-                        if row == "stream_write" and fmt == "odradek" and self.args.odradek_plain_option is None:
-                            continue
                         self.run_cell(session, mode, row, column, fmt, broker)
             finally:
                 session.stop()
@@ -569,8 +550,7 @@ def run_cpu(run: dict, broker: str) -> float:
     return sum(cpu.get("spark", {}).values()) + sum(cpu.get(f"broker_{broker}", {}).values())
 
 
-def table(results: list[dict], mode: str, rows: list[str], columns: list[str], plain_option,
-          per_cpu: bool = False) -> str:
+def table(results: list[dict], mode: str, rows: list[str], columns: list[str], per_cpu: bool = False) -> str:
     """Markdown: rows/s (best run), or rows per CPU second of Spark and the broker (best run)."""
     cell = {}
     for r in results:
@@ -591,15 +571,13 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
         o, k = cell.get((row, "odradek-on-Odradek")), cell.get((row, "kafka-on-Kafka"))
         ratio = f"{o['value'] / k['value']:.2f}" if o and k else ""
         lines.append(f"| {row} | " + " | ".join(values) + f" | {ratio} |")
-    notes = [("rows per CPU second: rows / (CPU seconds of the Spark processes + the broker's) in a run, best run"
-              if per_cpu else "rows/s of the best run") +
-             "; * Spark's Kafka sink has no transactional mode: its plain stream_write."]
-    if plain_option is None:
-        notes.append("stream_write odradek: n/a, the installed odradek sink has no plain (non-transactional) mode.")
-    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+    note = (("rows per CPU second: rows / (CPU seconds of the Spark processes + the broker's) in a run, best run"
+             if per_cpu else "rows/s of the best run") +
+            "; * Spark's Kafka sink has no transactional mode: its plain stream_write.")
+    return "\n".join(lines) + "\n\n" + note
 
 
-def print_tables(results: list[dict], plain_option) -> None:
+def print_tables(results: list[dict]) -> None:
     results = [r for r in results if "mode" in r]
     columns = [c for c, _, _ in COLUMNS if any(r["column"] == c for r in results)]
     rows = [w for w in ROWS if any(r["row"] == w or (w == "stream_write_txn" and r["row"] == "stream_write")
@@ -608,7 +586,7 @@ def print_tables(results: list[dict], plain_option) -> None:
         if any(r["mode"] == mode for r in results):
             for per_cpu in (False, True):
                 print()
-                print(table(results, mode, rows, columns, plain_option, per_cpu))
+                print(table(results, mode, rows, columns, per_cpu))
             foreign = [x.get("foreign_cores", 0) for r in results if r["mode"] == mode for x in r["runs"]]
             if foreign:
                 print(f"\nother processes on the machine during the timed runs: {min(foreign):.2f} to "
@@ -626,6 +604,7 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
 
     import odradek.spark.source as source
     from odradek.spark.options import SourceOptions
+    from odradek.spark.sink import producer_config
 
     out = {}
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
@@ -678,8 +657,7 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
     rows = [(str(i).encode(), (str(i).encode() + b"x" * args.value_bytes)[:args.value_bytes])
             for i in range(args.records)]
     start = time.perf_counter()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5})  # the sink's settings
+    producer = Producer(producer_config({"kafka.bootstrap.servers": bootstrap}))
     for key, value in rows:
         while True:
             try:
@@ -701,7 +679,7 @@ def main() -> None:
         for path in sys.argv[2:]:
             with open(path) as f:
                 saved = json.load(f)
-            print_tables(saved["results"], saved["config"].get("odradek_plain_option"))
+            print_tables(saved["results"])
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the brokers, Sparks and clusters on the way out
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -718,8 +696,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: 20,000 records, 1 run, local only")
     parser.add_argument("--json", default=os.path.join(tempfile.gettempdir(), "spark_connectors.json"),
                         help="where to write the results (default: %(default)s, outside the work tree)")
-    parser.add_argument("--odradek-plain-option", help="KEY=VALUE that makes the odradek streaming sink plain "
-                        "(default: found in the installed sink, if it has such an option)")
     parser.add_argument("--odradek-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra option of every format(\"odradek\") query (kafka.fetch.max.bytes=...)")
     parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
@@ -740,11 +716,6 @@ def main() -> None:
     rows = [r for r in ROWS if not (only & set(ROWS)) or r in only]
     modes = [m for m in MODES if (m in only) or (not (only & set(MODES)) and not (args.quick and m == "cluster"))]
     columns = [c for c in COLUMNS if not (only & {c for c, _, _ in COLUMNS}) or c[0] in only]
-    if args.odradek_plain_option:
-        key, _, value = args.odradek_plain_option.partition("=")
-        args.odradek_plain_option = {key: value}
-    else:
-        args.odradek_plain_option = odradek_plain_option()
 
     sys.path.insert(0, HERE)
     from brokers import reference_available, running
@@ -758,8 +729,7 @@ def main() -> None:
     names = sorted({c[2] for c in columns}, key=["odradek", "kafka"].index)
     tmp = tempfile.mkdtemp(prefix="bench-spark-connectors-")
     print(f"{args.records:,} records of {args.value_bytes} B in {args.partitions} partitions; rows {', '.join(rows)}; "
-          f"modes {', '.join(modes)}; {args.runs} runs after a warm-up; odradek plain stream sink option: "
-          f"{args.odradek_plain_option}", flush=True)
+          f"modes {', '.join(modes)}; {args.runs} runs after a warm-up", flush=True)
     try:
         with running(names) as brokers:
             bench = Bench(args, brokers, tmp)
@@ -781,11 +751,7 @@ def main() -> None:
             bench.save()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    results = [r for r in bench.results if "mode" in r]
-    names = [c for c, _, _ in columns]
-    for mode in modes:
-        print()
-        print(table(results, mode, rows, names, args.odradek_plain_option))
+    print_tables(bench.results)
     print(f"\nresults: {args.json}")
 
 
