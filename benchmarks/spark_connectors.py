@@ -20,19 +20,23 @@ Rows (what is timed; N = --records records of --value-bytes values in --partitio
   stream_write_txn  the same with the odradek sink's exactly-once (transactional) mode. Spark's Kafka sink has
                     no transactional mode: its cells in this row repeat its plain stream_write numbers (marked *)
 Columns: format("odradek") on Odradek, format("kafka") on Apache Kafka 4.0 (../shared/reference), and
-format("kafka") on Odradek. Ratio: odradek-on-Odradek / kafka-on-Kafka.
+format("kafka") on Odradek. Ratio: odradek-on-Odradek / kafka-on-Kafka. Two more columns of the write rows
+only, with no broker: noop-sink runs the same input into Spark's "noop" sink (Spark 4.0): what the input and
+Spark's bookkeeping cost alone, the most any sink could reach; python-sink-floor into format("drain"), a Python
+data source (Spark 4.3, as format("odradek")) whose tasks only drain the Arrow batches Spark sends them: the
+most any Python data source sink could reach.
 Modes: local (master local[2]) and cluster (a standalone master and two workers of 1 core each, 512 MB
 executors, started from the driver's own pyspark distribution, stopped at the end).
 
-Each Spark runs in its own subprocess, this script run with --worker: format("odradek") in .venv (pyspark >= 4.2),
-format("kafka") in .venv-spark40 (pyspark 4.0, with Spark 4.0.0's connector jars from ../shared/reference in
-spark.jars; they fail under 4.3). The worker times each query itself (the JVM start is not counted); every cell
+Each Spark runs in its own subprocess, this script run with --worker: format("odradek") and format("drain") in
+.venv (pyspark >= 4.2), format("kafka") and "noop" in .venv-spark40 (pyspark 4.0, with Spark 4.0.0's connector
+jars from ../shared/reference in spark.jars; they fail under 4.3). The worker times each query itself (the JVM start is not counted); every cell
 gets one warm-up run and then --runs runs; the tables show the best run (the median is in the JSON). Writes are
 checked after the timing: the topic's high watermarks must add up to at least the rows written (exactly, for a
 batch write). Before every run the brokers are settled and the script waits (--quiet-wait) for other processes
 to go quiet; each run records the cores other processes used meanwhile, and the CPU seconds of the Spark
-processes (JVM, Python workers) and of the broker, from which a second table gives rows per CPU second, a
-figure less sensitive to a busy machine. The JSON records digests of src/odradek/spark/*.py per cell.
+processes (JVM, Python workers, and "reaped": processes that exited meanwhile) and of the broker, from which
+a second table gives rows per CPU second, a figure less sensitive to a busy machine. The JSON records digests of src/odradek/spark/*.py per cell.
 
 --profile-connector times the odradek connector's read in this process, without Spark: read_range() over the
 pre-filled topic split into consume / Arrow conversion, bare consume() loops with librdkafka's default and
@@ -69,7 +73,10 @@ ROWS = ["batch_read", "stream_read", "batch_write", "stream_write", "stream_writ
 MODES = ["local", "cluster"]
 # (column name, Spark format, broker)
 COLUMNS = [("odradek-on-Odradek", "odradek", "odradek"), ("kafka-on-Kafka", "kafka", "kafka"),
-           ("kafka-on-Odradek", "kafka", "odradek")]
+           ("kafka-on-Odradek", "kafka", "odradek"), ("noop-sink", "noop", None),
+           ("python-sink-floor", "drain", None)]
+# The rows a column of no broker runs: it has nothing to read.
+WRITE_ROWS = ("batch_write", "stream_write")
 STREAM_BATCHES = 5
 
 
@@ -152,6 +159,49 @@ OPS = {"batch_read": op_batch_read, "stream_read": op_stream_read, "batch_write"
        "stream_write": op_stream_write}
 
 
+def drain_data_source():
+    """format("drain"): a Python data source whose writers read Spark's Arrow batches and drop them. Made in the
+    worker, so that its classes reach Spark's Python workers by value (they cannot import this script)."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceStreamArrowWriter,
+        WriterCommitMessage,
+    )
+
+    def drain(batches) -> WriterCommitMessage:
+        for _ in batches:
+            pass
+        return WriterCommitMessage()
+
+    class DrainWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            return drain(iterator)
+
+    class DrainStreamWriter(DataSourceStreamArrowWriter):
+        def write(self, iterator):
+            return drain(iterator)
+
+        def commit(self, messages, batchId):
+            pass
+
+        def abort(self, messages, batchId):
+            pass
+
+    class DrainDataSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "drain"
+
+        def writer(self, schema, overwrite):
+            return DrainWriter()
+
+        def streamWriter(self, schema, overwrite):
+            return DrainStreamWriter()
+
+    return DrainDataSource
+
+
 def worker(master: str, jars: list[str]) -> None:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the JVM and py4j inherit fd 1: whatever they print must not look like a reply
@@ -171,6 +221,7 @@ def worker(master: str, jars: list[str]) -> None:
     try:
         from odradek.spark.datasource import OdradekDataSource
         spark.dataSource.register(OdradekDataSource)
+        spark.dataSource.register(drain_data_source())
     except ImportError:  # .venv-spark40 has no odradek: it runs format("kafka") only
         pass
     replies.write(json.dumps({"result": spark.version}) + "\n")
@@ -394,8 +445,10 @@ class ForeignLoad:
 
 
 def tree_cpu(root: int) -> dict[str, float]:
-    """CPU seconds of a process tree by program (java, python, ...), reaped children included."""
-    stats, names = {}, {}
+    """CPU seconds of a process tree by program (java, python, ...); "reaped" is what the tree's processes got
+    from children they waited for (the CPU of exited Python workers, of Hadoop's readlink and chmod), as it
+    cannot be told by program."""
+    parents, own, reaped, names = {}, {}, {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -404,13 +457,17 @@ def tree_cpu(root: int) -> dict[str, float]:
                 fields = rest.split()
             except OSError:
                 continue
-            stats[int(entry)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
-            names[int(entry)] = head.split("(", 1)[1]
+            pid = int(entry)
+            parents[pid] = (int(fields[1]), 0)
+            own[pid] = int(fields[11]) + int(fields[12])  # utime, stime
+            reaped[pid] = int(fields[13]) + int(fields[14])  # cutime, cstime
+            names[pid] = head.split("(", 1)[1]
     out: dict[str, float] = {}
-    for pid in sys.modules["brokers"].process_tree(root, stats):
-        if pid in stats:
+    for pid in sys.modules["brokers"].process_tree(root, parents):
+        if pid in own:
             name = "java" if names[pid].startswith("java") else "python" if "python" in names[pid] else names[pid]
-            out[name] = out.get(name, 0.0) + stats[pid][1] / os.sysconf("SC_CLK_TCK")
+            out[name] = out.get(name, 0.0) + own[pid] / os.sysconf("SC_CLK_TCK")
+            out["reaped"] = out.get("reaped", 0.0) + reaped[pid] / os.sysconf("SC_CLK_TCK")
     return out
 
 
@@ -439,7 +496,9 @@ class Bench:
                 return
             before = after
 
-    def options(self, fmt: str, broker: str) -> dict:
+    def options(self, fmt: str, broker: str | None) -> dict:
+        if broker is None:
+            return {}
         extra = self.args.odradek_option if fmt == "odradek" else self.args.kafka_option
         return {"kafka.bootstrap.servers": self.brokers[broker].bootstrap, **dict(o.split("=", 1) for o in extra)}
 
@@ -455,16 +514,16 @@ class Bench:
             out[f"broker_{name}"] = {"all": broker.cpu_seconds()}
         return out
 
-    def run_cell(self, session: Session, mode: str, row: str, column: str, fmt: str, broker: str) -> None:
+    def run_cell(self, session: Session, mode: str, row: str, column: str, fmt: str, broker: str | None) -> None:
         a = self.args
-        bootstrap = self.brokers[broker].bootstrap
+        bootstrap = self.brokers[broker].bootstrap if broker else None
         runs = []
         for i in range(a.runs + 1):
             options = self.options(fmt, broker)
             checkpoint = os.path.join(self.tmp, f"cp-{uuid.uuid4().hex[:8]}")
             if row in ("batch_read", "stream_read"):
                 options["subscribe"] = self.read_topics[broker]
-            else:
+            elif broker is not None:
                 topic = f"bench-w-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, a.partitions)
                 options["topic"] = topic
@@ -533,8 +592,10 @@ class Bench:
             try:
                 for row in rows:
                     for column, fmt, broker in columns:
-                        if row == "stream_write_txn" and fmt == "kafka":
+                        if row == "stream_write_txn" and fmt != "odradek":
                             continue  # Spark's Kafka sink has no transactional mode: see the table
+                        if broker is None and row not in WRITE_ROWS:
+                            continue
                         self.run_cell(session, mode, row, column, fmt, broker)
             finally:
                 session.stop()
@@ -544,7 +605,7 @@ class Bench:
             self.cluster = None
 
 
-def run_cpu(run: dict, broker: str) -> float:
+def run_cpu(run: dict, broker: str | None) -> float:
     """CPU seconds a run took on the Spark side and on the broker it used."""
     cpu = run.get("cpu_seconds", {})
     return sum(cpu.get("spark", {}).values()) + sum(cpu.get(f"broker_{broker}", {}).values())
@@ -561,19 +622,28 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
         if c != "odradek-on-Odradek" and ("stream_write", c) in cell:
             cell[("stream_write_txn", c)] = {**cell[("stream_write", c)], "note": "*"}
     what = "rows per CPU second" if per_cpu else "rows/s"
-    lines = [f"| {mode}, {what} | " + " | ".join(columns) + " | odradek / kafka |",
-             "| --- |" + " ---: |" * (len(columns) + 1)]
+    ratios = [(c, f"{name} / kafka") for c, name in (("odradek-on-Odradek", "odradek"), ("noop-sink", "noop"),
+                                                     ("python-sink-floor", "floor"))
+              if c == "odradek-on-Odradek" or c in columns]
+    lines = [f"| {mode}, {what} | " + " | ".join(columns) + "".join(f" | {name}" for _, name in ratios) + " |",
+             "| --- |" + " ---: |" * (len(columns) + len(ratios))]
     for row in rows:
         values = []
         for c in columns:
             r = cell.get((row, c))
             values.append(f"{r['value']:,.0f}{r.get('note', '')}" if r else "n/a")
-        o, k = cell.get((row, "odradek-on-Odradek")), cell.get((row, "kafka-on-Kafka"))
-        ratio = f"{o['value'] / k['value']:.2f}" if o and k else ""
-        lines.append(f"| {row} | " + " | ".join(values) + f" | {ratio} |")
+        k = cell.get((row, "kafka-on-Kafka"))
+        for column, _ in ratios:
+            o = cell.get((row, column))
+            values.append(f"{o['value'] / k['value']:.2f}" if o and k else "")
+        lines.append(f"| {row} | " + " | ".join(values) + " |")
     note = (("rows per CPU second: rows / (CPU seconds of the Spark processes + the broker's) in a run, best run"
              if per_cpu else "rows/s of the best run") +
-            "; * Spark's Kafka sink has no transactional mode: its plain stream_write.")
+            "; * Spark's Kafka sink has no transactional mode: its plain stream_write." +
+            ("\nnoop-sink: the write rows' input into Spark's noop sink, which writes nothing: the most a sink "
+             "could reach." if "noop-sink" in columns else "") +
+            ("\npython-sink-floor: the same into a Python data source that drops what Spark sends it: the most a "
+             "Python sink could reach." if "python-sink-floor" in columns else ""))
     return "\n".join(lines) + "\n\n" + note
 
 
@@ -721,12 +791,12 @@ def main() -> None:
     from brokers import reference_available, running
     sys.path.remove(HERE)
 
-    kafka_columns = [c for c in columns if c[1] == "kafka"]
-    if kafka_columns and not (os.path.exists(f"{SPARK40_PYTHON}") and os.path.isdir(SPARK_KAFKA_JARS)):
+    spark40_columns = [c for c in columns if c[1] in ("kafka", "noop")]  # Spark's own sinks run on its 4.0
+    if spark40_columns and not (os.path.exists(f"{SPARK40_PYTHON}") and os.path.isdir(SPARK_KAFKA_JARS)):
         sys.exit("format(\"kafka\") needs .venv-spark40 (make .venv-spark40/.installed) and ../shared/reference")
     if any(c[2] == "kafka" for c in columns) and not reference_available():
         sys.exit("the reference Kafka broker needs ../shared/reference and java")
-    names = sorted({c[2] for c in columns}, key=["odradek", "kafka"].index)
+    names = sorted({c[2] for c in columns if c[2]}, key=["odradek", "kafka"].index)
     tmp = tempfile.mkdtemp(prefix="bench-spark-connectors-")
     print(f"{args.records:,} records of {args.value_bytes} B in {args.partitions} partitions; rows {', '.join(rows)}; "
           f"modes {', '.join(modes)}; {args.runs} runs after a warm-up", flush=True)
@@ -746,8 +816,8 @@ def main() -> None:
                 print(json.dumps(profile, indent=1), flush=True)
                 bench.results.append({"profile_connector": profile})
             for mode in modes if not args.profile_only else []:
-                bench.run_session(mode, VENV_PYTHON, [c for c in columns if c[1] == "odradek"], rows, [])
-                bench.run_session(mode, SPARK40_PYTHON, kafka_columns, rows, jar_paths())
+                bench.run_session(mode, VENV_PYTHON, [c for c in columns if c[1] in ("odradek", "drain")], rows, [])
+                bench.run_session(mode, SPARK40_PYTHON, spark40_columns, rows, jar_paths())
             bench.save()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
