@@ -24,19 +24,22 @@ format("kafka") on Odradek. Ratio: odradek-on-Odradek / kafka-on-Kafka. Two more
 only, with no broker: noop-sink runs the same input into Spark's "noop" sink (Spark 4.0): what the input and
 Spark's bookkeeping cost alone, the most any sink could reach; python-sink-floor into format("drain"), a Python
 data source (Spark 4.3, as format("odradek")) whose tasks only drain the Arrow batches Spark sends them: the
-most any Python data source sink could reach.
+most any Python data source sink could reach. For the read rows, python-source-floor reads format("prepared"), a
+Python data source of the same columns whose tasks hand Spark one Arrow batch made in advance, again and again:
+the most any Python data source could read at.
 Modes: local (master local[2]) and cluster (a standalone master and two workers of 1 core each, 512 MB
 executors, started from the driver's own pyspark distribution, stopped at the end).
 
-Each Spark runs in its own subprocess, this script run with --worker: format("odradek") and format("drain") in
-.venv (pyspark >= 4.2), format("kafka") and "noop" in .venv-spark40 (pyspark 4.0, with Spark 4.0.0's connector
-jars from ../shared/reference in spark.jars; they fail under 4.3). The worker times each query itself (the JVM start is not counted); every cell
-gets one warm-up run and then --runs runs; the tables show the best run (the median is in the JSON). Writes are
-checked after the timing: the topic's high watermarks must add up to at least the rows written (exactly, for a
-batch write). Before every run the brokers are settled and the script waits (--quiet-wait) for other processes
-to go quiet; each run records the cores other processes used meanwhile, and the CPU seconds of the Spark
-processes (JVM, Python workers, and "reaped": processes that exited meanwhile) and of the broker, from which
-a second table gives rows per CPU second, a figure less sensitive to a busy machine. The JSON records digests of src/odradek/spark/*.py per cell.
+Each Spark runs in its own subprocess, this script run with --worker: format("odradek"), "drain" and "prepared" in
+.venv (pyspark >= 4.2), format("kafka") and "noop" in .venv-spark40 (pyspark 4.0, with Spark 4.0.0's connector jars
+from ../shared/reference in spark.jars; they fail under 4.3). The worker times each query itself (the JVM start is
+not counted); every cell gets one warm-up run and then --runs runs; the tables show the best run (the median is in
+the JSON). Writes are checked after the timing: the topic's high watermarks must add up to at least the rows written
+(exactly, for a batch write). Before every run the brokers are settled and the script waits (--quiet-wait) for other
+processes to go quiet; each run records the cores other processes used meanwhile, and the CPU seconds of the Spark
+processes (JVM, Python workers, and "reaped": processes that exited meanwhile) and of the broker, from which a
+second table gives rows per CPU second, a figure less sensitive to a busy machine. The JSON records digests of
+src/odradek/spark/*.py per cell.
 
 --profile-connector times the odradek connector's read in this process, without Spark: read_range() over the
 pre-filled topic split into consume / Arrow conversion, bare consume() loops with librdkafka's default and
@@ -74,9 +77,11 @@ MODES = ["local", "cluster"]
 # (column name, Spark format, broker)
 COLUMNS = [("odradek-on-Odradek", "odradek", "odradek"), ("kafka-on-Kafka", "kafka", "kafka"),
            ("kafka-on-Odradek", "kafka", "odradek"), ("noop-sink", "noop", None),
-           ("python-sink-floor", "drain", None)]
-# The rows a column of no broker runs: it has nothing to read.
-WRITE_ROWS = ("batch_write", "stream_write")
+           ("python-sink-floor", "drain", None), ("python-source-floor", "prepared", None)]
+# The rows a column of no broker runs.
+ROWS_WITHOUT_BROKER = {"noop": ("batch_write", "stream_write"), "drain": ("batch_write", "stream_write"),
+                       "prepared": ("batch_read", "stream_read")}
+PREPARED_BATCH_ROWS = 10_000
 STREAM_BATCHES = 5
 
 
@@ -202,6 +207,87 @@ def drain_data_source():
     return DrainDataSource
 
 
+def prepared_data_source():
+    """format("prepared"): a Python data source of the Kafka source's columns, with options `records` and
+    `partitions`, whose tasks yield one Arrow batch made once per task, over and over: Spark's cost of reading
+    from a Python data source, with nothing to fetch or convert. Made in the worker, as drain_data_source."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+    class Rows(InputPartition):
+        def __init__(self, start: int, end: int):
+            self.start, self.end = start, end
+
+    def split(start: int, end: int, parts: int) -> list:
+        return [Rows(start + (end - start) * i // parts, start + (end - start) * (i + 1) // parts)
+                for i in range(parts)]
+
+    def read(rows: Rows):
+        n = PREPARED_BATCH_ROWS
+        batch = pa.RecordBatch.from_arrays([
+            pa.array([b"%d" % i for i in range(n)], pa.binary()), pa.array([b"x" * 100] * n, pa.binary()),
+            pa.array(["prepared"] * n, pa.string()), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+            pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
+            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        for start in range(rows.start, rows.end, n):
+            yield batch.slice(0, min(n, rows.end - start))
+
+    class PreparedReader(DataSourceReader):
+        def __init__(self, options):
+            self.records, self.parts = int(options["records"]), int(options["partitions"])
+
+        def partitions(self):
+            return split(0, self.records, self.parts)
+
+        def read(self, partition):
+            yield from read(partition)
+
+    class PreparedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, options):
+            self.records, self.parts = int(options["records"]), int(options["partitions"])
+            self.per_trigger = int(options.get("maxOffsetsPerTrigger", self.records))
+
+        def initialOffset(self):
+            return {"rows": 0}
+
+        def getDefaultReadLimit(self):
+            return ReadMaxRows(self.per_trigger)
+
+        def prepareForTriggerAvailableNow(self):
+            pass  # every record is there from the start
+
+        def latestOffset(self, start, limit):
+            most = self.records if isinstance(limit, ReadAllAvailable) else start["rows"] + limit.max_rows
+            return {"rows": min(self.records, most)}
+
+        def partitions(self, start, end):
+            return split(start["rows"], end["rows"], self.parts)
+
+        def read(self, partition):
+            yield from read(partition)
+
+        def commit(self, end):
+            pass
+
+    class PreparedDataSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "prepared"
+
+        def schema(self):
+            return ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+                    "timestampType int")
+
+        def reader(self, schema):
+            return PreparedReader(self.options)
+
+        def streamReader(self, schema):
+            return PreparedStreamReader(self.options)
+
+    return PreparedDataSource
+
+
 def worker(master: str, jars: list[str]) -> None:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the JVM and py4j inherit fd 1: whatever they print must not look like a reply
@@ -222,6 +308,7 @@ def worker(master: str, jars: list[str]) -> None:
         from odradek.spark.datasource import OdradekDataSource
         spark.dataSource.register(OdradekDataSource)
         spark.dataSource.register(drain_data_source())
+        spark.dataSource.register(prepared_data_source())
     except ImportError:  # .venv-spark40 has no odradek: it runs format("kafka") only
         pass
     replies.write(json.dumps({"result": spark.version}) + "\n")
@@ -521,7 +608,9 @@ class Bench:
         for i in range(a.runs + 1):
             options = self.options(fmt, broker)
             checkpoint = os.path.join(self.tmp, f"cp-{uuid.uuid4().hex[:8]}")
-            if row in ("batch_read", "stream_read"):
+            if fmt == "prepared":
+                options.update(records=str(a.records), partitions=str(a.partitions))
+            elif row in ("batch_read", "stream_read"):
                 options["subscribe"] = self.read_topics[broker]
             elif broker is not None:
                 topic = f"bench-w-{uuid.uuid4().hex[:8]}"
@@ -594,7 +683,7 @@ class Bench:
                     for column, fmt, broker in columns:
                         if row == "stream_write_txn" and fmt != "odradek":
                             continue  # Spark's Kafka sink has no transactional mode: see the table
-                        if broker is None and row not in WRITE_ROWS:
+                        if broker is None and row not in ROWS_WITHOUT_BROKER[fmt]:
                             continue
                         self.run_cell(session, mode, row, column, fmt, broker)
             finally:
@@ -622,9 +711,11 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
         if c != "odradek-on-Odradek" and ("stream_write", c) in cell:
             cell[("stream_write_txn", c)] = {**cell[("stream_write", c)], "note": "*"}
     what = "rows per CPU second" if per_cpu else "rows/s"
-    ratios = [(c, f"{name} / kafka") for c, name in (("odradek-on-Odradek", "odradek"), ("noop-sink", "noop"),
-                                                     ("python-sink-floor", "floor"))
-              if c == "odradek-on-Odradek" or c in columns]
+    # (the columns over kafka-on-Kafka, the first one with the row's cell, its name): the floor is the sink's or
+    # the source's, as the row is a write or a read
+    ratios = [(("odradek-on-Odradek",), "odradek / kafka"), (("noop-sink",), "noop / kafka"),
+              (("python-sink-floor", "python-source-floor"), "floor / kafka")]
+    ratios = [(cs, name) for cs, name in ratios if cs[0] == "odradek-on-Odradek" or set(cs) & set(columns)]
     lines = [f"| {mode}, {what} | " + " | ".join(columns) + "".join(f" | {name}" for _, name in ratios) + " |",
              "| --- |" + " ---: |" * (len(columns) + len(ratios))]
     for row in rows:
@@ -633,8 +724,8 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
             r = cell.get((row, c))
             values.append(f"{r['value']:,.0f}{r.get('note', '')}" if r else "n/a")
         k = cell.get((row, "kafka-on-Kafka"))
-        for column, _ in ratios:
-            o = cell.get((row, column))
+        for candidates, _ in ratios:
+            o = next((cell[(row, c)] for c in candidates if (row, c) in cell), None)
             values.append(f"{o['value'] / k['value']:.2f}" if o and k else "")
         lines.append(f"| {row} | " + " | ".join(values) + " |")
     note = (("rows per CPU second: rows / (CPU seconds of the Spark processes + the broker's) in a run, best run"
@@ -643,7 +734,9 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
             ("\nnoop-sink: the write rows' input into Spark's noop sink, which writes nothing: the most a sink "
              "could reach." if "noop-sink" in columns else "") +
             ("\npython-sink-floor: the same into a Python data source that drops what Spark sends it: the most a "
-             "Python sink could reach." if "python-sink-floor" in columns else ""))
+             "Python sink could reach." if "python-sink-floor" in columns else "") +
+            ("\npython-source-floor: a Python data source that hands Spark a batch made in advance: the most a "
+             "Python source could read at." if "python-source-floor" in columns else ""))
     return "\n".join(lines) + "\n\n" + note
 
 
@@ -816,7 +909,8 @@ def main() -> None:
                 print(json.dumps(profile, indent=1), flush=True)
                 bench.results.append({"profile_connector": profile})
             for mode in modes if not args.profile_only else []:
-                bench.run_session(mode, VENV_PYTHON, [c for c in columns if c[1] in ("odradek", "drain")], rows, [])
+                bench.run_session(mode, VENV_PYTHON, [c for c in columns if c[1] in ("odradek", "drain", "prepared")],
+                                  rows, [])
                 bench.run_session(mode, SPARK40_PYTHON, spark40_columns, rows, jar_paths())
             bench.save()
     finally:
