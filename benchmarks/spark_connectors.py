@@ -309,7 +309,7 @@ def worker(master: str, jars: list[str]) -> None:
         spark.dataSource.register(OdradekDataSource)
         spark.dataSource.register(drain_data_source())
         spark.dataSource.register(prepared_data_source())
-    except ImportError:  # .venv-spark40 has no odradek: it runs format("kafka") only
+    except ImportError:  # .venv-spark40 has no odradek: it runs format("kafka") and "noop" only
         pass
     replies.write(json.dumps({"result": spark.version}) + "\n")
     for line in sys.stdin:
@@ -682,7 +682,7 @@ class Bench:
                 for row in rows:
                     for column, fmt, broker in columns:
                         if row == "stream_write_txn" and fmt != "odradek":
-                            continue  # Spark's Kafka sink has no transactional mode: see the table
+                            continue  # only the odradek sink has a transactional mode: see the table
                         if broker is None and row not in ROWS_WITHOUT_BROKER[fmt]:
                             continue
                         self.run_cell(session, mode, row, column, fmt, broker)
@@ -711,8 +711,8 @@ def table(results: list[dict], mode: str, rows: list[str], columns: list[str], p
         if c != "odradek-on-Odradek" and ("stream_write", c) in cell:
             cell[("stream_write_txn", c)] = {**cell[("stream_write", c)], "note": "*"}
     what = "rows per CPU second" if per_cpu else "rows/s"
-    # (the columns over kafka-on-Kafka, the first one with the row's cell, its name): the floor is the sink's or
-    # the source's, as the row is a write or a read
+    # Ratios over kafka-on-Kafka: (columns, of which the first with a cell in the row is taken; header). The
+    # floor is the sink's in a write row, the source's in a read row.
     ratios = [(("odradek-on-Odradek",), "odradek / kafka"), (("noop-sink",), "noop / kafka"),
               (("python-sink-floor", "python-source-floor"), "floor / kafka")]
     ratios = [(cs, name) for cs, name in ratios if cs[0] == "odradek-on-Odradek" or set(cs) & set(columns)]
