@@ -79,8 +79,8 @@ COLUMNS = [("odradek-on-Odradek", "odradek", "odradek"), ("kafka-on-Kafka", "kaf
            ("kafka-on-Odradek", "kafka", "odradek"), ("noop-sink", "noop", None),
            ("python-sink-floor", "drain", None), ("python-source-floor", "prepared", None)]
 # The rows a column of no broker runs.
-ROWS_WITHOUT_BROKER = {"noop": ("batch_write", "stream_write"), "drain": ("batch_write", "stream_write"),
-                       "prepared": ("batch_read", "stream_read")}
+READS, WRITES = ("batch_read", "stream_read"), ("batch_write", "stream_write")
+ROWS_WITHOUT_BROKER = {"noop": WRITES, "drain": WRITES, "prepared": READS}
 PREPARED_BATCH_ROWS = 10_000
 STREAM_BATCHES = 5
 
@@ -208,12 +208,14 @@ def drain_data_source():
 
 
 def prepared_data_source():
-    """format("prepared"): a Python data source of the Kafka source's columns, with options `records` and
+    """format("prepared"): a Python data source of format("odradek")'s columns, with options `records` and
     `partitions`, whose tasks yield one Arrow batch made once per task, over and over: Spark's cost of reading
     from a Python data source, with nothing to fetch or convert. Made in the worker, as drain_data_source."""
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+    from odradek.spark.source import arrow_schema, source_schema
 
     class Rows(InputPartition):
         def __init__(self, start: int, end: int):
@@ -225,11 +227,11 @@ def prepared_data_source():
 
     def read(rows: Rows):
         n = PREPARED_BATCH_ROWS
-        batch = pa.RecordBatch.from_arrays([
-            pa.array([b"%d" % i for i in range(n)], pa.binary()), pa.array([b"x" * 100] * n, pa.binary()),
-            pa.array(["prepared"] * n, pa.string()), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-            pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
-            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        schema = arrow_schema(include_headers=False)
+        columns = {"key": [b"%d" % i for i in range(n)], "value": [b"x" * 100] * n, "topic": ["prepared"] * n,
+                   "offset": range(n)}
+        batch = pa.RecordBatch.from_arrays([pa.array(columns.get(f.name, [0] * n), f.type) for f in schema],
+                                           schema=schema)
         for start in range(rows.start, rows.end, n):
             yield batch.slice(0, min(n, rows.end - start))
 
@@ -276,8 +278,7 @@ def prepared_data_source():
             return "prepared"
 
         def schema(self):
-            return ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-                    "timestampType int")
+            return source_schema(include_headers=False)
 
         def reader(self, schema):
             return PreparedReader(self.options)
