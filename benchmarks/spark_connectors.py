@@ -42,8 +42,9 @@ second table gives rows per CPU second, a figure less sensitive to a busy machin
 src/odradek/spark/*.py per cell.
 
 --profile-connector times the odradek connector's read in this process, without Spark: read_range() over the
-pre-filled topic split into consume / Arrow conversion, bare consume() loops with librdkafka's default and
-bigger fetch settings, and a bare produce() loop with the sink's producer settings: the client's own cost.
+pre-filled topic through the fetch client and through librdkafka, bare consume() loops with librdkafka's
+default and bigger fetch settings, and a bare produce() loop with the sink's producer settings: the clients'
+own cost.
 --odradek-option / --kafka-option KEY=VALUE add options to every query of one format (kafka.linger.ms=20, ...).
 """
 
@@ -761,9 +762,9 @@ def print_tables(results: list[dict]) -> None:
 # ---------------------------------------------------------------- phases of the odradek connector, no Spark
 
 def profile_connector(args, bootstrap: str, topic: str) -> dict:
-    """read_range() split into the consume() calls and the Arrow conversion, a bare consume() loop, and a bare
-    produce() loop with the sink's producer settings, in this process: the clients' cost without Spark."""
-    import pyarrow as pa  # noqa: F401
+    """read_range() through the source's fetch client and through librdkafka (which `kafka.check.crcs` makes
+    it use), bare consume() loops, and a bare produce() loop with the sink's producer settings, in this
+    process: the clients' cost without Spark, in wall and CPU seconds (this process's, its threads' too)."""
     from confluent_kafka import Producer
 
     import odradek.spark.source as source
@@ -772,28 +773,14 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
 
     out = {}
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
-    parsed = SourceOptions.parse(options, streaming=False)
-    reader = source.OdradekBatchReader(options, source.source_schema(False))
-    ranges = reader.partitions()
-    spent = {"arrow": 0.0}
-    original = source._to_arrow
-
-    def timed_to_arrow(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return original(*a, **kw)
-        finally:
-            spent["arrow"] += time.perf_counter() - t
-
-    source._to_arrow = timed_to_arrow
-    try:
-        start = time.perf_counter()
+    ranges = source.OdradekBatchReader(options, source.source_schema(False)).partitions()
+    for name, extra in (("read_range", {}), ("read_range_librdkafka", {"kafka.check.crcs": "true"})):
+        parsed = SourceOptions.parse({**options, **extra}, streaming=False)
+        start, cpu = time.perf_counter(), time.process_time()
         rows = sum(b.num_rows for r in ranges for b in source.read_range(parsed, r))
         total = time.perf_counter() - start
-    finally:
-        source._to_arrow = original
-    out["read_range"] = {"rows": rows, "seconds": total, "arrow_seconds": spent["arrow"],
-                         "rows_per_s": rows / total}
+        out[name] = {"rows": rows, "seconds": total, "cpu_seconds": time.process_time() - cpu,
+                     "rows_per_s": rows / total}
 
     from confluent_kafka import Consumer, TopicPartition
     for name, extra in (("bare_consume", {}),

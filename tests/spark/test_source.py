@@ -204,8 +204,16 @@ def dataset(shared_node) -> DataSet:
 
 # --- 1. batch reads from earliest ---
 
-def test_batch_subscribe_reads_every_record_with_its_offset_key_value_and_timestamp(spark, shared_node, dataset):
-    df = load(spark.read, shared_node.bootstrap, subscribe=f"{dataset.a},{dataset.b}")
+# Tasks read through Odradek's own Fetch client, or through librdkafka when a kafka.* setting is one only
+# librdkafka honours (check.crcs here).
+READ_PATHS = pytest.mark.parametrize("read_path", [{}, {"kafka.check.crcs": "true"}],
+                                     ids=["fetch-client", "librdkafka"])
+
+
+@READ_PATHS
+def test_batch_subscribe_reads_every_record_with_its_offset_key_value_and_timestamp(spark, shared_node, dataset,
+                                                                                   read_path):
+    df = load(spark.read, shared_node.bootstrap, subscribe=f"{dataset.a},{dataset.b}", **read_path)
     assert df.columns == COLUMNS
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
@@ -315,7 +323,8 @@ def test_batch_starting_timestamp_no_record_reaches_fails_or_starts_at_latest(sp
 
 # --- 3. headers ---
 
-def test_include_headers_round_trips_headers_and_gives_null_without_them(spark, shared_node):
+@READ_PATHS
+def test_include_headers_round_trips_headers_and_gives_null_without_them(spark, shared_node, read_path):
     topic = unique("headers")
     create_topic(shared_node.bootstrap, topic)
     sent_headers = [
@@ -326,7 +335,7 @@ def test_include_headers_round_trips_headers_and_gives_null_without_them(spark, 
     ]
     produce(shared_node.bootstrap, [{"topic": topic, "value": f"r{i}".encode(), **({"headers": h} if h else {})}
                                     for i, h in enumerate(sent_headers)])
-    df = load(spark.read, shared_node.bootstrap, subscribe=topic, includeHeaders="true")
+    df = load(spark.read, shared_node.bootstrap, subscribe=topic, includeHeaders="true", **read_path)
     assert df.columns == [*COLUMNS, "headers"]
     assert df.schema["headers"].dataType.simpleString() == "array<struct<key:string,value:binary>>"
     got = {r.offset: None if r.headers is None else [(h.key, as_bytes(h.value)) for h in r.headers]
@@ -337,10 +346,41 @@ def test_include_headers_round_trips_headers_and_gives_null_without_them(spark, 
         2: None,
         3: [("utf8-\u00e9", "caf\u00e9".encode())],
     }
-    without = load(spark.read, shared_node.bootstrap, subscribe=topic)
+    without = load(spark.read, shared_node.bootstrap, subscribe=topic, **read_path)
     assert without.columns == COLUMNS
     assert load(spark.read, shared_node.bootstrap, subscribe=topic, includeHeaders="false").columns == COLUMNS
     assert without.count() == 4
+
+
+@READ_PATHS
+def test_read_committed_leaves_out_aborted_transactions_and_stops_before_an_open_one(spark, shared_node,
+                                                                                     read_path):
+    topic = unique("committed")
+    create_topic(shared_node.bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": shared_node.bootstrap, "transactional.id": unique("txn")})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit", "open"):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=i % 2)
+        producer.flush(30)  # an abort would drop records still queued in the producer, never written
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        elif outcome == "abort":
+            producer.abort_transaction(30)
+    try:
+        def values(isolation: str) -> list[bytes]:
+            df = load(spark.read, shared_node.bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation},
+                      **read_path)
+            return sorted(as_bytes(r.value) for r in df.select("value").collect())
+
+        commits = [f"commit-{i}".encode() for i in range(4)]
+        # the open transaction holds the last stable offset back: read_committed ends before it
+        assert values("read_committed") == sorted(commits * 2)
+        assert values("read_uncommitted") == sorted(commits * 2 + [f"{o}-{i}".encode() for o in ("abort", "open")
+                                                                   for i in range(4)])
+    finally:
+        producer.abort_transaction(30)
 
 
 # --- 4. option errors ---

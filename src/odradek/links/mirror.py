@@ -26,102 +26,26 @@ import time
 from odradek.broker.replica_manager import MirrorDiverged
 from odradek.links.definition import LINKS_TOPIC, LinkDefinition
 from odradek.links.divergence import DivergenceSearch, same_batch
-from odradek.network.client import ClientSecurity, NodeClients, UnknownNodeError
+from odradek.network.client import ClientSecurity, UnknownNodeError
+from odradek.network.remote_cluster import RemoteCluster
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import read_batch_info, scan_valid_prefix
 
 log = logging.getLogger(__name__)
 
-FETCH, FETCH_VERSION = 1, 12
-LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 7
-METADATA, METADATA_VERSION = 3, 12
-BOOTSTRAP = -1  # the key of the first source bootstrap address (the others count down from it; node ids are >= 0)
 RECONCILE_INTERVAL_S = 0.5
-FETCH_WAIT_MS = 500
-FETCH_MAX_BYTES = 8 * 1024 * 1024
-REQUEST_TIMEOUT_S = 30.0
 BACKOFF_S = 1.0
-EARLIEST = -2
 UNDECIDED_BACKOFF_S = 0.2  # the source does not show the batch asked about yet: ask again after this
 STALL_CHECK_S = 0.1  # after a truncation: how often to look whether every replica has fetched below it
 LINKS_END_TIMEOUT_S = 5.0  # before a truncation: for the links' end offset, and for this node to read up to it
 
 
-class SourceCluster:
-    """A link's view of its source cluster: connections to its nodes, and who leads each partition."""
+class SourceCluster(RemoteCluster):
+    """A link's view of its source cluster, with the link's TLS and SASL settings."""
 
     def __init__(self, link: LinkDefinition, security: ClientSecurity | None):
+        super().__init__(f"odradek-link-{link.name}", link.source_bootstrap, security)
         self.link = link
-        self.clients = NodeClients(f"odradek-link-{link.name}", security=security)
-        # Metadata is asked of the bootstrap addresses (negative keys: BOOTSTRAP, BOOTSTRAP - 1, ...) and of the
-        # source's nodes once it has named them, the last one that answered first: any one of them may be down.
-        self._asked_for_metadata: list[int] = []
-        for position, address in enumerate(link.source_bootstrap.split(",")):
-            host, port = address.strip().rsplit(":", 1)
-            self.clients.set_endpoint(BOOTSTRAP - position, host, int(port))
-            self._asked_for_metadata.append(BOOTSTRAP - position)
-
-    async def _metadata(self, topic: str) -> dict:
-        failure: Exception | None = None
-        for key in list(self._asked_for_metadata):
-            try:
-                response = await self.clients.request(key, METADATA, METADATA_VERSION, {
-                    "topics": [{"topic_id": bytes(16), "name": topic}], "allow_auto_topic_creation": False,
-                    "include_topic_authorized_operations": False}, REQUEST_TIMEOUT_S)
-            except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
-                failure = exc
-                continue
-            self._asked_for_metadata.remove(key)
-            self._asked_for_metadata.insert(0, key)
-            return response
-        raise failure or ConnectionError("no source address to ask")
-
-    async def leader_of(self, topic: str, index: int) -> tuple[int, int, dict]:
-        """(leader node id, leader epoch, partition metadata) of a source partition; KafkaError if unknown."""
-        response = await self._metadata(topic)
-        for broker in response["brokers"]:
-            self.clients.set_endpoint(broker["node_id"], broker["host"], broker["port"])
-            if broker["node_id"] not in self._asked_for_metadata:
-                self._asked_for_metadata.append(broker["node_id"])
-        for entry in response["topics"]:
-            if entry["error_code"]:
-                raise KafkaError(ErrorCode(entry["error_code"]), f"source topic {topic}")
-            for partition in entry["partitions"]:
-                if partition["partition_index"] == index:
-                    if partition["error_code"] or partition["leader_id"] < 0:
-                        raise KafkaError(ErrorCode(partition["error_code"] or ErrorCode.LEADER_NOT_AVAILABLE),
-                                         f"source partition {topic}-{index}")
-                    return partition["leader_id"], partition["leader_epoch"], partition
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"source partition {topic}-{index}")
-
-    async def fetch(self, leader: int, topic: str, index: int, offset: int, leader_epoch: int, *,
-                    max_bytes: int = FETCH_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS) -> dict:
-        """One partition's answer to a consumer Fetch (read_uncommitted) in `leader_epoch`: the source fences
-        it (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) once its leader changed. At least one whole batch
-        when there is one to read, whatever `max_bytes`."""
-        response = await self.clients.request(leader, FETCH, FETCH_VERSION, {
-            "cluster_id": None, "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 1,
-            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-            "forgotten_topics_data": [], "rack_id": ""}, wait_ms / 1000 + REQUEST_TIMEOUT_S)
-        if response["error_code"]:
-            raise KafkaError(ErrorCode(response["error_code"]), f"fetch from source node {leader}")
-        return response["responses"][0]["partitions"][0]
-
-    async def earliest_offset(self, leader: int, topic: str, index: int, leader_epoch: int) -> int:
-        response = await self.clients.request(leader, LIST_OFFSETS, LIST_OFFSETS_VERSION, {
-            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [{
-                "partition_index": index, "current_leader_epoch": leader_epoch, "timestamp": EARLIEST}]}]},
-            REQUEST_TIMEOUT_S)
-        answer = response["topics"][0]["partitions"][0]
-        if answer["error_code"]:
-            raise KafkaError(ErrorCode(answer["error_code"]), f"list offsets of source {topic}-{index}")
-        return answer["offset"]
-
-    def close(self) -> None:
-        self.clients.close()
 
 
 class MirrorFetchers:

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message
@@ -40,6 +41,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from odradek.spark.fetch import fetch_range, uses_fetch_client
 from odradek.spark.options import (
     EARLIEST,
     LATEST,
@@ -54,6 +56,7 @@ from odradek.spark.options import (
     Subscribe,
     TopicPartition,
 )
+from odradek.spark.record_columns import Columns
 from odradek.spark.schema_registry import SourceDecoders
 
 log = logging.getLogger("odradek.spark")
@@ -307,6 +310,60 @@ def read_range(options: SourceOptions, r: OffsetRange,
                decoders: SourceDecoders | None = None) -> Iterator[pa.RecordBatch]:
     """Every record of `r` as Arrow batches; offsets missing from the log are a data loss."""
     schema = arrow_schema(options.include_headers, decoders)
+    if not uses_fetch_client(options.client):
+        yield from _consume_range(options, r, schema, decoders)
+        return
+    for columns in fetch_range(options.client, r.topic, r.partition, r.start, r.end,
+                               include_headers=options.include_headers, timeout_s=options.poll_timeout_s,
+                               on_lost=lambda what: report_data_loss(options, what)):
+        yield _columns_to_arrow(columns, r.topic, r.partition, options.include_headers, schema, decoders)
+
+
+def _columns_to_arrow(columns: list[Columns], topic: str, partition: int, include_headers: bool,
+                      schema: pa.Schema, decoders: SourceDecoders | None) -> pa.RecordBatch:
+    """One record batch of the fetched records, in offset order."""
+    offsets = np.concatenate([c.offsets for c in columns])
+    return _record_batch(
+        pa.concat_arrays([c.keys for c in columns]), pa.concat_arrays([c.values for c in columns]), offsets,
+        pa.array(np.concatenate([c.timestamps_ms for c in columns])),
+        pa.array(np.concatenate([np.full(len(c.offsets), c.timestamp_type, np.int32) for c in columns])),
+        [h for c in columns for h in c.headers] if include_headers else None, topic, partition, schema, decoders)
+
+
+def _record_batch(keys: pa.Array | list, values: pa.Array | list, offsets, timestamps_ms: pa.Array,
+                  timestamp_types: pa.Array, headers: list | None, topic: str, partition: int, schema: pa.Schema,
+                  decoders: SourceDecoders | None) -> pa.RecordBatch:
+    """The source's columns; keys and values as Arrow binary arrays or lists of bytes, decoded when a schema
+    registry's decoders are given; headers only when the query asked for them."""
+    if decoders and (decoders.key or decoders.value):
+        offsets = list(offsets)
+        if decoders.key:
+            keys = decoders.key.column_of(_as_list(keys), topic, partition, offsets)
+        if decoders.value:
+            values = decoders.value.column_of(_as_list(values), topic, partition, offsets)
+    n = len(offsets)
+    arrays = [
+        pa.array(keys, pa.binary()) if isinstance(keys, list) else keys,
+        pa.array(values, pa.binary()) if isinstance(values, list) else values,
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(offsets, pa.int64()),
+        # Kafka timestamps are milliseconds; Spark wants microseconds.
+        pc.multiply(timestamps_ms, 1000).cast(_ARROW_TIMESTAMP),
+        timestamp_types,
+    ]
+    if headers is not None:
+        arrays.append(pa.array(headers, _ARROW_HEADERS))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _as_list(column: pa.Array | list) -> list:
+    return column if isinstance(column, list) else column.to_pylist()
+
+
+def _consume_range(options: SourceOptions, r: OffsetRange, schema: pa.Schema,
+                   decoders: SourceDecoders | None) -> Iterator[pa.RecordBatch]:
+    """read_range through librdkafka, for connection settings the fetch client does not speak."""
     consumer = Consumer({
         **{name: value for name, value in _read_defaults(r).items()
            if name not in options.client and _READ_DEFAULT_ALIASES.get(name) not in options.client},
@@ -393,28 +450,13 @@ _ARROW_TIMESTAMP_PAIR = pa.struct([("type", pa.int32()), ("ms", pa.int64())])
 def _to_arrow(messages: list, topic: str, partition: int, include_headers: bool,
               schema: pa.Schema, decoders: SourceDecoders | None = None) -> pa.RecordBatch:
     """One record batch, column by column, from the consumed messages."""
-    n = len(messages)
     timestamps = pa.array(list(map(_timestamp_of, messages)), _ARROW_TIMESTAMP_PAIR)
-    keys, values = list(map(_key_of, messages)), list(map(_value_of, messages))
-    offsets = list(map(_offset_of, messages))
-    if decoders and decoders.key:
-        keys = decoders.key.column_of(keys, topic, partition, offsets)
-    if decoders and decoders.value:
-        values = decoders.value.column_of(values, topic, partition, offsets)
-    columns = [
-        pa.array(keys, pa.binary()) if isinstance(keys, list) else keys,
-        pa.array(values, pa.binary()) if isinstance(values, list) else values,
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(offsets, pa.int64()),
-        # Kafka timestamps are milliseconds; Spark wants microseconds.
-        pc.multiply(timestamps.field("ms"), 1000).cast(_ARROW_TIMESTAMP),
+    return _record_batch(
+        list(map(_key_of, messages)), list(map(_value_of, messages)), list(map(_offset_of, messages)),
+        timestamps.field("ms"),
         # confluent-kafka numbers timestamp types 0 none, 1 create, 2 log append; Kafka and Spark -1, 0, 1.
         pc.subtract(timestamps.field("type"), 1),
-    ]
-    if include_headers:
-        columns.append(pa.array(list(map(_headers_of, messages)), _ARROW_HEADERS))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        list(map(_headers_of, messages)) if include_headers else None, topic, partition, schema, decoders)
 
 
 # --- the readers ---
