@@ -3,8 +3,8 @@
 Through librdkafka a read task got one Python object per record, and then took each record's fields out of it
 one call at a time, about 2 CPU-s per million records. Here a batch's records are found by one walk over their
 length prefixes (the only part that must go record by record: each length says where the next record starts),
-and every other field is read for all of the batch's records at once, with numpy; keys and values are gathered
-into Arrow binary arrays without a Python object per record.
+and every other field is read for all of the batch's records at once, with numpy; Arrow gathers keys and values
+into binary arrays, without a Python object per record.
 
 Records with headers, when the query asks for them, go through `decode_batch` one by one.
 
@@ -142,18 +142,19 @@ def _decode(buf, info: BatchInfo) -> Columns:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"a record of the batch at offset {info.base_offset} "
                                                     f"overruns its length")
     timestamps, timestamp_type = _timestamps(info, timestamp_deltas)
-    return Columns(_binary(raw, key_starts, key_lengths), _binary(raw, value_starts, value_lengths),
+    buffer = pa.py_buffer(data)
+    return Columns(_binary(buffer, key_starts, key_lengths), _binary(buffer, value_starts, value_lengths),
                    info.base_offset + offset_deltas, timestamps, timestamp_type, None)
 
 
 def _record_bounds(data, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each record's body starts and ends: the walk over the zigzag varint lengths."""
-    starts = np.empty(count, np.int64)
-    ends = np.empty(count, np.int64)
-    size = len(data)
+    """Where each record's body starts and ends: the walk over the zigzag varint lengths, the one loop in
+    Python per record (lists, not numpy arrays, take its positions: item assignment in numpy costs more)."""
+    heads, starts = [0] * count, [0] * count  # where each record's length, and its body, begin
     position = 0
     try:
         for i in range(count):
+            heads[i] = position
             byte = data[position]
             if byte < 0x80:  # a one-byte length: a record under 64 bytes
                 value = byte
@@ -173,18 +174,16 @@ def _record_bounds(data, count: int) -> tuple[np.ndarray, np.ndarray]:
                     shift += 7
                     if shift > 63:
                         raise IndexError
-            length = (value >> 1) ^ -(value & 1)
             starts[i] = position
-            position += length
-            ends[i] = position
-            if length < 0 or position > size:
-                raise IndexError
+            position += (value >> 1) ^ -(value & 1)
     except IndexError:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "truncated or malformed record length") from None
-    if position != size:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{size - position} bytes left after the batch's {count} "
-                                                    f"records")
-    return starts, ends
+    ends = np.array(heads[1:] + [position], np.int64)  # a record ends where the next one's length begins
+    body_starts = np.array(starts, np.int64)
+    if position != len(data) or (ends < body_starts).any():  # a negative length walks back
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"the lengths of the batch's {count} records do not fill its "
+                                                    f"{len(data)} bytes")
+    return body_starts, ends
 
 
 def _varints(data: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,20 +203,21 @@ def _varints(data: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.nd
     return (value >> 1) ^ -(value & 1), positions + length
 
 
-def _binary(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """An Arrow binary array of data[start:start + length] per record; length -1 is null."""
+def _binary(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """An Arrow binary array of data[start:start + length] per record; length -1 is null. The fields are seen
+    first as every other element of one array over `data` (the others are the bytes between them), which
+    Arrow then gathers in one `take`."""
+    n = len(starts)
     nulls = lengths < 0
-    sizes = np.where(nulls, 0, lengths)
-    offsets = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "over 2 GiB of keys or values in one batch")
-    # the index of each output byte in `data`: its record's start, plus its place within the record
-    indices = np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1])
-    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
-    return pa.Array.from_buffers(pa.binary(), len(sizes), [validity, pa.py_buffer(offsets.astype(np.int32)),
-                                                            pa.py_buffer(data[indices])],
-                                 null_count=int(nulls.sum()))
+    bounds = np.empty(2 * n, np.int32)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + np.where(nulls, 0, lengths)
+    spans = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds), data])
+    fields = spans.take(pa.array(np.arange(0, 2 * n - 1, 2)))
+    if not nulls.any():
+        return fields
+    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(np.packbits(~nulls, bitorder="little")),
+                                                  *fields.buffers()[1:]], null_count=int(nulls.sum()))
 
 
 def _decode_with_headers(buf, info: BatchInfo) -> Columns:
