@@ -1,8 +1,9 @@
 """The reading side of the "odradek" Spark data source: batch and streaming readers with Spark's Kafka semantics.
 
 The driver turns the options into offset ranges, one (topic, partition, start, end) per input partition;
-each Spark task reads its range with a confluent-kafka consumer and hands Spark Arrow record batches built
-column by column from what one `consume()` call returned. A streaming query's offsets are Spark's Kafka
+each Spark task reads its range and hands Spark Arrow record batches built column by column: through
+Odradek's own Fetch client (fetch.py, record_columns.py), or, when a kafka.* setting is one only librdkafka
+speaks, from what each `consume()` of a confluent-kafka consumer returned. A streaming query's offsets are Spark's Kafka
 source JSON, {"topic": {"partition": next offset}}, so they read the same in the checkpoint.
 """
 
