@@ -23,6 +23,8 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 class RemoteCluster:
+    """Connections to a cluster's nodes, and its partitions' leaders as its metadata names them."""
+
     def __init__(self, client_id: str, bootstrap: str, security: ClientSecurity | None):
         self.clients = NodeClients(client_id, security=security)
         self._asked_for_metadata: list[int] = []

@@ -15,6 +15,7 @@ librdkafka instead (`uses_fetch_client`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 
@@ -137,8 +138,11 @@ def fetch_range(client_config: dict, topic: str, partition: int, start: int, end
 
 
 async def _close(cluster: RemoteCluster, in_flight: asyncio.Task | None) -> None:
+    """Ends what the loop still runs: a fetch in flight (a task stopped early), the connections' read loops."""
     if in_flight is not None:
         in_flight.cancel()
+        with contextlib.suppress(BaseException):  # its cancellation, or the failure it had already met
+            await in_flight
     cluster.close()
     await asyncio.sleep(0)  # lets the closed connections' tasks end
 

@@ -3,8 +3,8 @@
 The driver turns the options into offset ranges, one (topic, partition, start, end) per input partition;
 each Spark task reads its range and hands Spark Arrow record batches built column by column: through
 Odradek's own Fetch client (fetch.py, record_columns.py), or, when a kafka.* setting is one only librdkafka
-speaks, from what each `consume()` of a confluent-kafka consumer returned. A streaming query's offsets are Spark's Kafka
-source JSON, {"topic": {"partition": next offset}}, so they read the same in the checkpoint.
+speaks, from what each `consume()` of a confluent-kafka consumer returned. A streaming query's offsets are
+Spark's Kafka source JSON, {"topic": {"partition": next offset}}, so they read the same in the checkpoint.
 """
 
 from __future__ import annotations
@@ -337,7 +337,7 @@ def _record_batch(keys: pa.Array | list, values: pa.Array | list, offsets, times
     """The source's columns; keys and values as Arrow binary arrays or lists of bytes, decoded when a schema
     registry's decoders are given; headers only when the query asked for them."""
     if decoders and (decoders.key or decoders.value):
-        offsets = list(offsets)
+        offsets = offsets.tolist() if isinstance(offsets, np.ndarray) else offsets
         if decoders.key:
             keys = decoders.key.column_of(_as_list(keys), topic, partition, offsets)
         if decoders.value:
