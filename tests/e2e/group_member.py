@@ -1,7 +1,8 @@
 """A consumer-group member in its own process, so tests can close it or kill -9 it.
 
-Prints one JSON object per line: {"assignment": [partitions]} whenever its assignment changes, and
-{"record": [partition, offset]} for every record it consumes (after committing it synchronously).
+Prints one JSON object per line: {"assignment": [partitions]} whenever its assignment changes,
+{"record": [partition, offset]} for every record it consumes (after committing it synchronously), and
+{"error": "..."} for every error the consumer reports (a test that fails shows them).
 """
 
 import json
@@ -28,7 +29,10 @@ def main() -> None:
         if assignment != shown:
             shown = assignment
             print(json.dumps({"assignment": assignment}), flush=True)
-        if msg is None or msg.error():
+        if msg is None:
+            continue
+        if msg.error():
+            print(json.dumps({"error": f"{msg.error().name()}: {msg.error().str()}"}), flush=True)
             continue
         consumer.commit(msg, asynchronous=False)
         print(json.dumps({"record": [msg.partition(), msg.offset()]}), flush=True)

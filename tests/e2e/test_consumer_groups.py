@@ -46,6 +46,7 @@ class Member:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.assignment: list[int] = []
         self.records: list[tuple[int, int]] = []
+        self.errors: list[str] = []
         self._events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -61,8 +62,16 @@ class Member:
                 return
             if "assignment" in event:
                 self.assignment = event["assignment"]
+            elif "error" in event:
+                self.errors.append(event["error"])
             else:
                 self.records.append(tuple(event["record"]))
+
+    def state(self) -> str:
+        """For a failure's message: the assignment, whether the process still runs, its last errors."""
+        exit_code = self.proc.poll()
+        return (f"{self.assignment} ({'running' if exit_code is None else f'exited {exit_code}'}; "
+                f"{len(self.errors)} errors, last: {self.errors[-3:]})")
 
     def close(self) -> None:
         self.proc.terminate()
@@ -83,7 +92,8 @@ def wait_for_assignments(members: list[Member], expected_sizes: list[int], parti
         if sizes == sorted(expected_sizes) and sorted(owned) == list(range(partitions)):
             return time.monotonic() - started
         time.sleep(0.1)
-    raise AssertionError(f"assignments {[m.assignment for m in members]} did not become {expected_sizes} in {timeout}s")
+    raise AssertionError(f"assignments did not become {expected_sizes} in {timeout}s: "
+                         + "; ".join(member.state() for member in members))
 
 
 def test_members_split_partitions_and_take_over_on_close_and_kill_9(group_node):
