@@ -99,9 +99,7 @@ def fetch_range(client_config: dict, topic: str, partition: int, start: int, end
                 code = getattr(exc, "code", None)
                 if code is not None and code not in _RETRIABLE:
                     raise RuntimeError(f"reading {name}: {code.name}") from None
-                if time.monotonic() - progress_at > timeout_s:
-                    raise TimeoutError(f"no record of {name} after offset {position} within {timeout_s}s "
-                                       f"(kafkaConsumer.pollTimeoutMs): {exc}") from None
+                _check_progress(progress_at, timeout_s, name, position, exc)
                 in_flight, leader = None, None
                 time.sleep(_BACKOFF_S)
                 continue
@@ -122,9 +120,7 @@ def fetch_range(client_config: dict, topic: str, partition: int, start: int, end
                     in_flight, leader = None, None
                     time.sleep(_BACKOFF_S)
                     continue
-                if time.monotonic() - progress_at > timeout_s:
-                    raise TimeoutError(f"no record of {name} after offset {position} within {timeout_s}s "
-                                       f"(kafkaConsumer.pollTimeoutMs)")
+                _check_progress(progress_at, timeout_s, name, position)
                 time.sleep(_BACKOFF_S)
                 continue
             if position < end:
@@ -135,6 +131,14 @@ def fetch_range(client_config: dict, topic: str, partition: int, start: int, end
     finally:
         loop.run_until_complete(_close(cluster, in_flight))
         loop.close()
+
+
+def _check_progress(progress_at: float, timeout_s: float, name: str, position: int,
+                    cause: Exception | None = None) -> None:
+    """TimeoutError once `timeout_s` passed since the range last moved on."""
+    if time.monotonic() - progress_at > timeout_s:
+        raise TimeoutError(f"no record of {name} after offset {position} within {timeout_s}s "
+                           f"(kafkaConsumer.pollTimeoutMs){f': {cause}' if cause else ''}") from None
 
 
 async def _close(cluster: RemoteCluster, in_flight: asyncio.Task | None) -> None:
