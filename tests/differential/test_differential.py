@@ -410,6 +410,18 @@ def alter_client_quotas_with_bad_input(target):
             "entries": entries, "validate_only": True})["entries"]] for entries in BAD_QUOTA_ALTERATIONS]
 
 
+def until_quotas_described(client: RawClient, components: list[dict], entities: int) -> None:
+    """Wait until DescribeClientQuotas shows `entities` entities for the filter: Kafka acknowledges
+    AlterClientQuotas once its controller commits the change, and a broker answers describes from its metadata
+    image, which takes the change a moment later."""
+    deadline = time.monotonic() + 60
+    while True:
+        entries = client.request(48, 1, {"components": components, "strict": False})["entries"] or []
+        if len(entries) >= entities or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
 def describe_client_quotas_with_filters(target):
     def component(entity_type, match_type, match=None):
         return {"entity_type": entity_type, "match_type": match_type, "match": match}
@@ -425,6 +437,7 @@ def describe_client_quotas_with_filters(target):
             {"entity": quota_entity(user="dq-described"), "ops": [quota_op("producer_byte_rate", 1024)]},
             {"entity": quota_entity(user="dq-described", client_id="dq-app"),
              "ops": [quota_op("request_percentage", 12.5)]}], "validate_only": False})
+        until_quotas_described(client, [component("user", 0, "dq-described")], 2)
         answers = []
         for components, strict in filters:
             response = client.request(48, 1, {"components": components, "strict": strict})
