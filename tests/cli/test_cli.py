@@ -16,6 +16,7 @@ import pytest
 from odradek.cli import main as cli
 from odradek.cli.output import headers_bytes, record_json, record_line, table
 from odradek.cli.produce import LineError, LineReader
+from odradek.sql.partitioning import partition_for
 
 # ---------------------------------------------------------------------------------------------------
 # Units: parsing
@@ -479,6 +480,17 @@ def test_produce_to_one_partition_and_consume_all_partitions(shared_node):
     assert proc.stdout_text.splitlines() == ["a", "b"]
     assert_error_line(odradek(shared_node, "produce", "spread", "--partition", "3", input="x\n", check=False),
                       "error: topic 'spread' has no partition 3")
+
+
+def test_produce_places_keys_where_kafkas_console_producer_does(shared_node):
+    """Kafka's default partitioner (murmur2 of the key), not librdkafka's (CRC32): a key written with the CLI
+    shares its partition with the same key from any Java producer."""
+    odradek(shared_node, "topics", "create", "murmur-keyed", "--partitions", "5")
+    keys = [f"k{i}" for i in range(60)]
+    odradek(shared_node, "produce", "murmur-keyed", "--key-separator", ":", input="".join(f"{k}:v\n" for k in keys))
+    proc = consume(shared_node, "murmur-keyed", "--from-beginning", "--max-messages", str(len(keys)), "--format", "json")
+    placed = {r["key"]: r["partition"] for r in map(json.loads, proc.stdout_text.splitlines())}
+    assert placed == {k: partition_for(k.encode(), 5) for k in keys}
 
 
 def test_produce_parses_headers_keys_and_null_marker_like_kafka(shared_node):

@@ -42,6 +42,16 @@ def test_console_and_kafka_python_agree_on_records_and_lag(node_factory, tmp_pat
         assert (records[0].offset, records[0].key, records[0].value) == (offset, b"the-key", b"the value")
         assert [(k, v) for k, v in records[0].headers] == [("h1", b"v1")]
 
+        # A keyed record without a partition goes where kafka-python (Kafka's partitioner) puts its key.
+        admin.create_topics([NewTopic("agree-keyed", num_partitions=3, replication_factor=1)])
+        placer = KafkaProducer(bootstrap_servers=node.bootstrap)
+        for key in ("alpha", "beta", "gamma", "delta", "epsilon"):
+            status, final, body = browser.post("/topics/agree-keyed/produce", {"key": key, "value": "placed"})
+            assert status == 200, body
+            by_kafka_python = placer.send("agree-keyed", key=key.encode(), value=b"x").get(30).partition
+            assert int(query_of(final)["partition"]) == by_kafka_python, key
+        placer.close()
+
         # Records kafka-python writes show in the console at the offsets kafka-python got.
         producer = KafkaProducer(bootstrap_servers=node.bootstrap)
         sent = [producer.send(topic, key=f"k{i}".encode(), value=f"value {i}".encode(), partition=0).get(30)

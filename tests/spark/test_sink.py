@@ -8,6 +8,7 @@ pytest.importorskip("pyspark")
 
 import pyarrow as pa  # noqa: E402
 from confluent_kafka import KafkaException, Producer  # noqa: E402
+from kafka import KafkaProducer  # noqa: E402
 from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
 
 from odradek.spark.sink import (  # noqa: E402
@@ -18,6 +19,7 @@ from odradek.spark.sink import (  # noqa: E402
     transactional_id,
     write_streaming_task,
 )
+from odradek.sql.partitioning import partition_for  # noqa: E402
 from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
 
 
@@ -147,6 +149,27 @@ def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
         .option("topic", topic).mode("append").save()
     got = sorted(read_all(shared_node.bootstrap, topic), key=lambda r: r[2])
     assert got == [(2, b"k1", b"v1", [("h", b"x")]), (0, None, b"v2", [])]
+
+
+def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_give_their_keys(spark, shared_node):
+    """Spark's Kafka sink places a key with Kafka's murmur2; a pipeline moved to format("odradek") must keep
+    every key in its partition (librdkafka's own default, CRC32, would not)."""
+    topic, by_kafka_python = unique("keyed"), unique("keyed-kp")
+    for name in (topic, by_kafka_python):
+        create_topic(shared_node.bootstrap, name, partitions=7)
+    keys = [f"key-{i}" for i in range(300)]
+    spark.createDataFrame([(k, "v") for k in keys], "key string, value string") \
+        .write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
+        .option("topic", topic).mode("append").save()
+    producer = KafkaProducer(bootstrap_servers=shared_node.bootstrap)
+    for k in keys:
+        producer.send(by_kafka_python, key=k.encode(), value=b"v")
+    producer.close(timeout=60)
+    placed = {r[1]: r[0] for r in read_all(shared_node.bootstrap, topic)}
+    assert len(placed) == len(keys)
+    assert placed == {r[1]: r[0] for r in read_all(shared_node.bootstrap, by_kafka_python)}
+    assert placed == {k.encode(): partition_for(k.encode(), 7) for k in keys}
+    assert len(set(placed.values())) == 7
 
 
 def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_producer(spark, shared_node):

@@ -159,7 +159,9 @@ class Deliveries:
 
 def producer_config(args: argparse.Namespace) -> dict:
     """Defaults, then --command-config, then the flags, then --producer-property."""
-    defaults = {"acks": "all", "compression.type": "none", "message.timeout.ms": DEFAULT_MESSAGE_TIMEOUT_MS}
+    # murmur2_random: a key goes to the partition Kafka's console producer (any Java producer) gives it.
+    defaults = {"acks": "all", "compression.type": "none", "message.timeout.ms": DEFAULT_MESSAGE_TIMEOUT_MS,
+                "partitioner": "murmur2_random"}
     overrides: dict = {}
     if args.acks is not None:
         overrides["acks"] = "all" if args.acks in ("all", "-1") else args.acks

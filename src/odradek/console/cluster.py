@@ -483,7 +483,9 @@ class ClusterClient:
 
         if self._producer is None:
             try:
-                self._producer = Producer(self._config({"acks": "all", "linger.ms": 0,
+                # murmur2_random: a key's partition is the one Java producers give it (librdkafka's default
+                # hashes with CRC32).
+                self._producer = Producer(self._config({"acks": "all", "linger.ms": 0, "partitioner": "murmur2_random",
                                                         "message.timeout.ms": int(self.timeout_s * 1000)}))
             except (KafkaException, ValueError, TypeError) as exc:
                 raise ConsoleError(f"invalid client configuration: {kafka_reason(exc)}") from None

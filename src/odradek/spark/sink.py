@@ -157,7 +157,10 @@ def to_records(rows: Iterable[dict], options: dict, encoders: SinkEncoders | Non
 def producer_config(options: dict) -> dict:
     # A task produces its rows as fast as it reads them: a queue of librdkafka's default 100,000 messages
     # filled up and made it wait (queue.buffering.max.kbytes still bounds the memory).
-    config = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+    # murmur2_random: a key's partition is the one Spark's Kafka sink and every Java producer give it
+    # (librdkafka's own default hashes keys with CRC32, and would place them elsewhere).
+    config = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+              "partitioner": "murmur2_random"}
     config.update(kafka_client_config(options))
     return config
 
