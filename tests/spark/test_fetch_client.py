@@ -73,6 +73,16 @@ def test_a_leader_killed_mid_range_the_range_is_read_once_in_order_from_the_new_
     assert leaders(cluster, topic)[0][0] not in (victim, -1)
 
 
+def test_a_wrong_password_fails_the_read_at_once_with_the_brokers_reason(cluster_factory):
+    cluster = cluster_factory(1, security="SASL_SSL")
+    topic = unique("fetch-auth")
+    admin = AdminClient(cluster.client_settings())  # outlives its futures
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # Not retried as a lost connection until the poll timeout (60 s here, a TimeoutError): refused is final.
+    with pytest.raises(RuntimeError, match=f"reading {topic}-0: authentication to .* failed: .*"):
+        read(cluster.client_settings({"sasl.password": "not-the-password"}), topic, 0, 10)
+
+
 @pytest.fixture
 def transactions(shared_node) -> tuple[str, dict[int, bytes], set[int]]:
     """A topic of plain records and two producers' interleaved transactions, committed and aborted: every

@@ -57,6 +57,11 @@ class UnknownNodeError(LookupError):
     """A request for a node id that has no endpoint."""
 
 
+class AuthenticationError(ConnectionError):
+    """The node refused the client's SASL mechanism or credentials, or failed to prove itself: unlike a lost
+    connection, asking again with the same settings fails the same way."""
+
+
 class NodeConnection:
     """One lazily opened, pipelined connection to host:port."""
 
@@ -143,7 +148,7 @@ class NodeConnection:
         mechanism = self.security.sasl_mechanism
         handshake = await self._exchange(reader, writer, SASL_HANDSHAKE, 1, {"mechanism": mechanism})
         if handshake["error_code"]:
-            raise ConnectionError(f"{self._address()} does not offer SASL mechanism {mechanism} "
+            raise AuthenticationError(f"{self._address()} does not offer SASL mechanism {mechanism} "
                                   f"({ErrorCode(handshake['error_code']).name}; it offers "
                                   f"{', '.join(handshake['mechanisms']) or 'none'})")
         login = self.security.sasl_login()
@@ -153,11 +158,11 @@ class NodeConnection:
             if answer["error_code"]:
                 log.warning("Authentication to %s with %s failed: %s", self._address(), mechanism,
                             answer["error_message"])
-                raise ConnectionError(f"authentication to {self._address()} failed: {answer['error_message']}")
+                raise AuthenticationError(f"authentication to {self._address()} failed: {answer['error_message']}")
             try:
                 token = login.next(bytes(answer["auth_bytes"]))
             except ValueError as exc:  # the server's proof does not check out: not the node we meant
-                raise ConnectionError(f"authentication to {self._address()} failed: {exc}") from exc
+                raise AuthenticationError(f"authentication to {self._address()} failed: {exc}") from exc
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: int,
                         api_version: int, body: dict) -> dict:

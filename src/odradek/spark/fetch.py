@@ -5,7 +5,7 @@ A task reads one partition from a known start to a known end, so it needs no con
 commits and no prefetch policy: it asks the partition's leader for the next offsets, one request in flight
 while Spark takes the last answer's records, until the range is read. A leader change, a lost connection or
 a node that is not ready is retried against the leader the metadata names then, until the source's
-`kafkaConsumer.pollTimeoutMs` passes without progress.
+`kafkaConsumer.pollTimeoutMs` passes without progress; refused credentials fail the task at once.
 
 The client speaks what `client_security` speaks: plaintext, TLS, SASL PLAIN and SCRAM. A task whose `kafka.*`
 options name anything else (GSSAPI or OAUTHBEARER, a PKCS#12 keystore, a librdkafka tuning) reads through
@@ -19,6 +19,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
+from odradek.network.client import AuthenticationError
 from odradek.network.remote_cluster import READ_COMMITTED, READ_UNCOMMITTED, RemoteCluster
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.client_properties import client_security
@@ -95,6 +96,8 @@ def fetch_range(client_config: dict, topic: str, partition: int, start: int, end
                     continue
                 if error != ErrorCode.NONE:
                     raise KafkaError(error, f"fetch of {name} at offset {position}")
+            except AuthenticationError as exc:  # librdkafka and Kafka's Java consumer fail at once too
+                raise RuntimeError(f"reading {name}: {exc}") from None
             except (KafkaError, OSError, TimeoutError) as exc:  # ConnectionError is an OSError
                 code = getattr(exc, "code", None)
                 if code is not None and code not in _RETRIABLE:
