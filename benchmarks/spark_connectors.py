@@ -41,10 +41,10 @@ processes (JVM, Python workers, and "reaped": processes that exited meanwhile) a
 second table gives rows per CPU second, a figure less sensitive to a busy machine. The JSON records digests of
 src/odradek/spark/*.py per cell.
 
---profile-connector times the odradek connector's read in this process, without Spark: read_range() over the
+--profile-connector times the odradek connector in this process, without Spark: read_range() over the
 pre-filled topic through the fetch client and through librdkafka, bare consume() loops with librdkafka's
-default and bigger fetch settings, and a bare produce() loop with the sink's producer settings: the clients'
-own cost.
+default and bigger fetch settings, and the sink's write_plain() of the same rows, as Arrow batches of 10,000,
+through its own producer and through librdkafka: the clients' own cost.
 --odradek-option / --kafka-option KEY=VALUE add options to every query of one format (kafka.linger.ms=20, ...).
 """
 
@@ -763,13 +763,12 @@ def print_tables(results: list[dict]) -> None:
 
 def profile_connector(args, bootstrap: str, topic: str) -> dict:
     """read_range() through the source's fetch client and through librdkafka (which `kafka.check.crcs` makes
-    it use), bare consume() loops, and a bare produce() loop with the sink's producer settings, in this
-    process: the clients' cost without Spark, in wall and CPU seconds (this process's, its threads' too)."""
-    from confluent_kafka import Producer
-
+    it use), bare consume() loops, and the sink's write_plain() through its own producer and through
+    librdkafka, in this process: the clients' cost without Spark, in wall and CPU seconds (this process's, its
+    threads' too)."""
     import odradek.spark.source as source
     from odradek.spark.options import SourceOptions
-    from odradek.spark.sink import producer_config
+    from odradek.spark.sink import write_plain
 
     out = {}
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
@@ -803,22 +802,27 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
         total = time.perf_counter() - start
         out[name] = {"rows": n, "seconds": total, "rows_per_s": n / total, "config": extra}
 
-    sink_topic = f"bench-p-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, sink_topic, args.partitions)
-    rows = [(str(i).encode(), (str(i).encode() + b"x" * args.value_bytes)[:args.value_bytes])
-            for i in range(args.records)]
-    start = time.perf_counter()
-    producer = Producer(producer_config({"kafka.bootstrap.servers": bootstrap}))
-    for key, value in rows:
-        while True:
-            try:
-                producer.produce(sink_topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(60)
-    total = time.perf_counter() - start
-    out["bare_produce"] = {"rows": len(rows), "seconds": total, "rows_per_s": len(rows) / total}
+    # The sink's write_plain over Arrow batches of 10,000 rows (as Spark hands them) through its own producer
+    # and through librdkafka (which a setting only librdkafka speaks makes it use), after a first write that
+    # gets each its producer id.
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    batches = [pa.record_batch([pa.array([str(i) for i in range(s, min(s + 10_000, args.records))]),
+                                pa.array([(str(i).encode() + b"x" * args.value_bytes)[:args.value_bytes]
+                                          for i in range(s, min(s + 10_000, args.records))], pa.binary())],
+                               names=["key", "value"]) for s in range(0, args.records, 10_000)]
+    for name, extra in (("write_plain", {}), ("write_plain_librdkafka", {"kafka.socket.keepalive.enable": "true"})):
+        sink_topic = f"bench-p-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, sink_topic, args.partitions)
+        options = {"kafka.bootstrap.servers": bootstrap, "topic": sink_topic, **extra}
+        write_plain(options, batches[:1], None, schema)
+        start, cpu = time.perf_counter(), time.process_time()
+        rows = write_plain(options, batches, None, schema)
+        total = time.perf_counter() - start
+        out[name] = {"rows": rows, "seconds": total, "cpu_seconds": time.process_time() - cpu,
+                     "rows_per_s": rows / total}
     return out
 
 

@@ -9,8 +9,9 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 from kafka import KafkaProducer  # noqa: E402
-from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType  # noqa: E402
 
+from odradek.spark.produce import ColumnProducer  # noqa: E402
 from odradek.spark.sink import (  # noqa: E402
     HEADER_BATCH,
     check_schema,
@@ -21,6 +22,10 @@ from odradek.spark.sink import (  # noqa: E402
 )
 from odradek.sql.partitioning import partition_for  # noqa: E402
 from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
+
+# Options that pick the sink's producer: its own (the default), or librdkafka, which alone speaks this setting.
+OWN_PRODUCER: dict = {}
+LIBRDKAFKA = {"kafka.socket.keepalive.enable": "true"}
 
 
 def values(records) -> list[bytes]:
@@ -151,7 +156,9 @@ def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
     assert got == [(2, b"k1", b"v1", [("h", b"x")]), (0, None, b"v2", [])]
 
 
-def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_give_their_keys(spark, shared_node):
+@pytest.mark.parametrize("path", [OWN_PRODUCER, LIBRDKAFKA], ids=["own-producer", "librdkafka"])
+def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_give_their_keys(spark, shared_node,
+                                                                                              path):
     """Spark's Kafka sink places a key with Kafka's murmur2; a pipeline moved to format("odradek") must keep
     every key in its partition (librdkafka's own default, CRC32, would not)."""
     topic, by_kafka_python = unique("keyed"), unique("keyed-kp")
@@ -160,7 +167,7 @@ def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_gi
     keys = [f"key-{i}" for i in range(300)]
     spark.createDataFrame([(k, "v") for k in keys], "key string, value string") \
         .write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
-        .option("topic", topic).mode("append").save()
+        .option("topic", topic).options(**path).mode("append").save()
     producer = KafkaProducer(bootstrap_servers=shared_node.bootstrap)
     for k in keys:
         producer.send(by_kafka_python, key=k.encode(), value=b"v")
@@ -285,20 +292,25 @@ def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_n
          .trigger(availableNow=True).start().awaitTermination(SPARK_DEADLINE_S))
 
 
-def test_a_worker_reuses_its_plain_producer_until_a_write_fails(shared_node):
+@pytest.mark.parametrize(("path", "error"), [(OWN_PRODUCER, "has no partition 5"),
+                                             (LIBRDKAFKA, "Unknown partition")], ids=["own-producer", "librdkafka"])
+def test_a_worker_reuses_its_plain_producer_until_a_write_fails(shared_node, path, error):
     from odradek.spark import sink
 
     topic = unique("reused")
     create_topic(shared_node.bootstrap, topic, partitions=1)
-    options = {"kafka.bootstrap.servers": shared_node.bootstrap, "topic": topic}
+    options = {"kafka.bootstrap.servers": shared_node.bootstrap, "topic": topic, **path}
+    schema = StructType([StructField("key", StringType()), StructField("value", StringType()),
+                         StructField("partition", IntegerType())])
     sink._plain_producers.clear()  # as in a fresh Python worker
-    assert sink.write_plain(options, rows(3), None) == 3
+    assert sink.write_plain(options, rows(3), None, schema) == 3
     (first,) = [p for p in sink._plain_producers.values()]
-    assert sink.write_plain(options, rows(2, start=3), None) == 2
+    assert isinstance(first, ColumnProducer) is (path is OWN_PRODUCER)
+    assert sink.write_plain(options, rows(2, start=3), None, schema) == 2
     assert list(sink._plain_producers.values()) == [first], "the next task's rows go through the same producer"
     to_missing_partition = pa.RecordBatch.from_pylist([{"value": "lost", "partition": 5}])
-    with pytest.raises(KafkaException, match="Unknown partition"):
-        sink.write_plain(options, [to_missing_partition], None)
+    with pytest.raises((KafkaException, ValueError), match=error):
+        sink.write_plain(options, [to_missing_partition], None, schema)
     assert first not in sink._plain_producers.values(), "a producer that failed is not used again"
-    assert sink.write_plain(options, rows(1, start=5), None) == 1
+    assert sink.write_plain(options, rows(1, start=5), None, schema) == 1
     assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(6)]

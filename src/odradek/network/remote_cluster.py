@@ -1,6 +1,7 @@
 """A client's view of a Kafka cluster reached from outside it: who leads each partition, consumer Fetch and
-ListOffsets requests to that leader. Used by a cluster link's mirror fetchers (links/mirror.py) and by the
-Spark source's read tasks (spark/fetch.py), over `NodeClients` with the TLS and SASL settings given.
+ListOffsets requests to that leader, and an idempotent producer's Produce requests. Used by a cluster link's
+mirror fetchers (links/mirror.py), by the Spark source's read tasks (spark/fetch.py) and by the Spark sink's
+(spark/produce.py), over `NodeClients` with the TLS and SASL settings given.
 
 Metadata is asked of the bootstrap addresses (negative keys: BOOTSTRAP, BOOTSTRAP - 1, ...) and of the
 cluster's nodes once it has named them, the last one that answered first: any one of them may be down.
@@ -14,6 +15,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 FETCH, FETCH_VERSION = 1, 12
 LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 7
 METADATA, METADATA_VERSION = 3, 12
+PRODUCE, PRODUCE_VERSION = 0, 11
+INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION = 22, 4
 BOOTSTRAP = -1  # the key of the first bootstrap address (the others count down from it; node ids are >= 0)
 FETCH_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
@@ -25,21 +28,22 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 class RemoteCluster:
     """Connections to a cluster's nodes, and its partitions' leaders as its metadata names them."""
 
-    def __init__(self, client_id: str, bootstrap: str, security: ClientSecurity | None):
+    def __init__(self, client_id: str, bootstrap: str, security: ClientSecurity | None, *,
+                 create_topics: bool = False):
         self.clients = NodeClients(client_id, security=security)
+        self.create_topics = create_topics
         self._asked_for_metadata: list[int] = []
         for position, address in enumerate(bootstrap.split(",")):
             host, port = address.strip().rsplit(":", 1)
             self.clients.set_endpoint(BOOTSTRAP - position, host, int(port))
             self._asked_for_metadata.append(BOOTSTRAP - position)
 
-    async def _metadata(self, topic: str) -> dict:
+    async def _ask_any(self, api_key: int, api_version: int, body: dict) -> dict:
+        """A request any node can answer, to the last one that answered first."""
         failure: Exception | None = None
         for key in list(self._asked_for_metadata):
             try:
-                response = await self.clients.request(key, METADATA, METADATA_VERSION, {
-                    "topics": [{"topic_id": bytes(16), "name": topic}], "allow_auto_topic_creation": False,
-                    "include_topic_authorized_operations": False}, REQUEST_TIMEOUT_S)
+                response = await self.clients.request(key, api_key, api_version, body, REQUEST_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
                 failure = exc
                 continue
@@ -48,23 +52,52 @@ class RemoteCluster:
             return response
         raise failure or ConnectionError("no address to ask for metadata")
 
-    async def leader_of(self, topic: str, index: int) -> tuple[int, int, dict]:
-        """(leader node id, leader epoch, partition metadata) of a partition; KafkaError if unknown."""
-        response = await self._metadata(topic)
+    async def topic_metadata(self, topic: str) -> dict:
+        """The topic's metadata (its partitions, their leaders and epochs); KafkaError for the topic's error.
+        With `create_topics`, asking for a topic that does not exist creates it where the cluster allows."""
+        response = await self._ask_any(METADATA, METADATA_VERSION, {
+            "topics": [{"topic_id": bytes(16), "name": topic}], "allow_auto_topic_creation": self.create_topics,
+            "include_topic_authorized_operations": False})
         for broker in response["brokers"]:
             self.clients.set_endpoint(broker["node_id"], broker["host"], broker["port"])
             if broker["node_id"] not in self._asked_for_metadata:
                 self._asked_for_metadata.append(broker["node_id"])
-        for entry in response["topics"]:
-            if entry["error_code"]:
-                raise KafkaError(ErrorCode(entry["error_code"]), f"topic {topic}")
-            for partition in entry["partitions"]:
-                if partition["partition_index"] == index:
-                    if partition["error_code"] or partition["leader_id"] < 0:
-                        raise KafkaError(ErrorCode(partition["error_code"] or ErrorCode.LEADER_NOT_AVAILABLE),
-                                         f"partition {topic}-{index}")
-                    return partition["leader_id"], partition["leader_epoch"], partition
+        (entry,) = response["topics"]
+        if entry["error_code"]:
+            raise KafkaError(ErrorCode(entry["error_code"]), f"topic {topic}")
+        return entry
+
+    async def leader_of(self, topic: str, index: int) -> tuple[int, int, dict]:
+        """(leader node id, leader epoch, partition metadata) of a partition; KafkaError if unknown."""
+        for partition in (await self.topic_metadata(topic))["partitions"]:
+            if partition["partition_index"] == index:
+                if partition["error_code"] or partition["leader_id"] < 0:
+                    raise KafkaError(ErrorCode(partition["error_code"] or ErrorCode.LEADER_NOT_AVAILABLE),
+                                     f"partition {topic}-{index}")
+                return partition["leader_id"], partition["leader_epoch"], partition
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{index}")
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A new idempotent (not transactional) producer's id and epoch."""
+        response = await self._ask_any(INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, {
+            "transactional_id": None, "transaction_timeout_ms": 2_147_483_647, "producer_id": -1,
+            "producer_epoch": -1})
+        if response["error_code"]:
+            raise KafkaError(ErrorCode(response["error_code"]), "init producer id")
+        return response["producer_id"], response["producer_epoch"]
+
+    async def produce(self, leader: int, batches: dict[tuple[str, int], bytes], *, acks: int,
+                      timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """Record batches to partitions `leader` leads, in one Produce request; each partition's error code."""
+        topics: dict[str, list] = {}
+        for (topic, index), records in batches.items():
+            topics.setdefault(topic, []).append({"index": index, "records": records})
+        response = await self.clients.request(leader, PRODUCE, PRODUCE_VERSION, {
+            "transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+            "topic_data": [{"name": t, "partition_data": p} for t, p in topics.items()]},
+            timeout_ms / 1000 + REQUEST_TIMEOUT_S)
+        return {(entry["name"], answer["index"]): ErrorCode(answer["error_code"])
+                for entry in response["responses"] for answer in entry["partition_responses"]}
 
     async def fetch(self, leader: int, topic: str, index: int, offset: int, leader_epoch: int, *,
                     max_bytes: int = FETCH_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS,

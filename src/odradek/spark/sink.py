@@ -41,6 +41,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from odradek.spark.options import boolean_option, kafka_client_config, parse_registry
+from odradek.spark.produce import ColumnProducer, uses_produce_client
 from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
@@ -199,19 +200,41 @@ class SinkProducer:
 
 
 # Plain producers outlive their task in the Python worker, which Spark reuses for the next tasks: a new
-# idempotent producer waits librdkafka's 500 ms timer for its producer id (it asks before a connection is up).
-_plain_producers: dict[str, SinkProducer] = {}
+# idempotent producer waits for its producer id (librdkafka's for 500 ms: it asks before a connection is up).
+_plain_producers: dict[str, SinkProducer | ColumnProducer] = {}
 
 
-def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: SinkEncoders | None) -> int:
+def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: SinkEncoders | None,
+                schema: StructType) -> int:
     """A task's rows without a transaction, through this worker's producer for these options; a producer that
-    failed is dropped."""
+    failed is dropped. Rows without headers or registry encoders go through Odradek's own producer
+    (produce.py) where it speaks the options' settings, others through librdkafka."""
     config = producer_config(options)
-    key = json.dumps(config, sort_keys=True, default=str)
-    producer = _plain_producers.pop(key, None) or SinkProducer(config)
-    written = write_batches(producer, batches, options, encoders)
+    own = encoders is None and "headers" not in {f.name.lower() for f in schema.fields} and \
+        uses_produce_client(config)
+    key = json.dumps([own, config], sort_keys=True, default=str)
+    producer = _plain_producers.pop(key, None) or (ColumnProducer(config) if own else SinkProducer(config))
+    try:
+        if own:
+            written = producer.write(_with_epoch_ms(batches), _option(options, "topic"))
+        else:
+            written = write_batches(producer, batches, options, encoders)
+    except BaseException:
+        if own:
+            producer.close()
+        raise
     _plain_producers[key] = producer
     return written
+
+
+def _with_epoch_ms(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches with their `timestamp` column, if any, as epoch milliseconds."""
+    for batch in batches:
+        names = [name.lower() for name in batch.schema.names]
+        if "timestamp" in names:
+            i = names.index("timestamp")
+            batch = batch.set_column(i, "timestamp", epoch_ms(batch.column(i)))
+        yield batch
 
 
 def produce_all(producer: SinkProducer, records: Iterable[OutRecord]) -> int:
@@ -272,12 +295,17 @@ def _binary_list(column: pa.Array) -> list:
     return column.to_pylist()
 
 
-def _epoch_ms_list(column: pa.Array) -> list:
-    """The `timestamp` column as epoch milliseconds (0, "now", for null): a Spark timestamp, or a number."""
+def epoch_ms(column: pa.Array) -> pa.Array:
+    """The `timestamp` column as epoch milliseconds (int64, null kept): a Spark timestamp, or a number."""
     if pa.types.is_timestamp(column.type):
         micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
-        column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000)).cast(pa.int64())
-    return pc.fill_null(column.cast(pa.int64()), 0).to_pylist()
+        column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000))
+    return column.cast(pa.int64())
+
+
+def _epoch_ms_list(column: pa.Array) -> list:
+    """The `timestamp` column as epoch milliseconds, 0 ("now" to librdkafka) for null."""
+    return pc.fill_null(epoch_ms(column), 0).to_pylist()
 
 
 def _header_lists(column: pa.Array, tags: list[tuple[str, bytes]]) -> list:
@@ -307,7 +335,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
-        written = write_plain(self.options, iterator, self.encoders)
+        written = write_plain(self.options, iterator, self.encoders, self.schema)
         return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
 
     def commit(self, messages) -> None:
@@ -511,7 +539,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
         if not self.transactional:
-            written = write_plain(self.options, iterator, self.encoders)
+            written = write_plain(self.options, iterator, self.encoders, self.schema)
             return OdradekCommitMessage(partition_id=ctx.partitionId(), written=written)
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:
