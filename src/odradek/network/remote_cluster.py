@@ -50,7 +50,7 @@ class RemoteCluster:
             self._asked_for_metadata.remove(key)
             self._asked_for_metadata.insert(0, key)
             return response
-        raise failure or ConnectionError("no address to ask for metadata")
+        raise failure or ConnectionError("no address to ask")
 
     async def topic_metadata(self, topic: str) -> dict:
         """The topic's metadata (its partitions, their leaders and epochs); KafkaError for the topic's error.

@@ -456,7 +456,29 @@ def build_batch(
                 record += encoded_value
         body += write_varlong(len(record))
         body += record
+    return frame_batch(body, len(parts), base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                       base_offset=base_offset, compression=compression, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence, is_transactional=is_transactional,
+                       is_control=is_control, partition_leader_epoch=partition_leader_epoch)
 
+
+def frame_batch(
+    body,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A v2 batch (CreateTime) of `count` encoded records (`body`, bytes-like): compressed, with its header
+    and CRC."""
     payload = _compress(compression, body)
     attributes = compression & COMPRESSION_MASK
     if is_transactional:
@@ -466,8 +488,8 @@ def build_batch(
     batch = bytearray(BATCH_HEADER_SIZE)
     batch += payload
     header = (base_offset, len(batch) - LOG_OVERHEAD, partition_leader_epoch, CURRENT_MAGIC, 0, attributes)
-    header += (len(parts) - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence)
-    _HEADER.pack_into(batch, 0, *header, len(parts))
+    header += (count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence)
+    _HEADER.pack_into(batch, 0, *header, count)
     _UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return bytes(batch)
 
@@ -508,7 +530,7 @@ def marker_of(record: Record) -> tuple[int, int] | None:
     return marker_type, coordinator_epoch
 
 
-def _compress(codec: int, body: bytearray) -> bytes | bytearray:
+def _compress(codec: int, body) -> bytes | bytearray:
     if codec == codecs.NONE:
         return body
     return codecs.compress(codec, body)

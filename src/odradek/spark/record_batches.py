@@ -11,26 +11,14 @@ Sans-I/O: spark/produce.py sends what this builds.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from crc32c import crc32c
 
-from odradek.protocol import compression as codecs
-from odradek.protocol.records import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER_SIZE,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
-    increment_sequence,
-)
+from odradek.protocol.records import BATCH_HEADER_SIZE, frame_batch, increment_sequence
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_UINT32 = struct.Struct(">I")
 _M = np.uint32(0x5BD1E995)
 _SEED = 0x9747B28C
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -169,18 +157,10 @@ def build_batches(keys: pa.Array | None, values: pa.Array, timestamps_ms: np.nda
         offsets = np.frombuffer(records.buffers()[1], np.int32, len(records) + 1)
         body = memoryview(records.buffers()[2])[:int(offsets[-1])]
         sequence = increment_sequence(base_sequence, start) if base_sequence >= 0 else -1
-        out.append(Batch(_batch(body, end - start, int(stamps[0]), int(stamps.max()), producer_id, producer_epoch,
-                                sequence, codec), end - start, sequence))
+        data = frame_batch(body, end - start, base_timestamp=int(stamps[0]), max_timestamp=int(stamps.max()),
+                           compression=codec, producer_id=producer_id, producer_epoch=producer_epoch,
+                           base_sequence=sequence)
+        out.append(Batch(data, end - start, sequence))
         start = end
     return out
 
-
-def _batch(body, count: int, base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
-           base_sequence: int, codec: int) -> bytes:
-    payload = codecs.compress(codec, body) if codec != codecs.NONE else body
-    batch = bytearray(BATCH_HEADER_SIZE + len(payload))
-    batch[BATCH_HEADER_SIZE:] = payload
-    _HEADER.pack_into(batch, 0, 0, len(batch) - LOG_OVERHEAD, -1, CURRENT_MAGIC, 0, codec, count - 1,
-                      base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count)
-    _UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    return bytes(batch)

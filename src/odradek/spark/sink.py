@@ -3,8 +3,11 @@
 Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (string or binary), `headers`
 (array<struct<key: string, value: binary>>), `topic` (string; the `topic` option overrides it) and
 `partition` (int), and, beyond Spark's sink, `timestamp` (the record's timestamp). Spark hands each task
-Arrow record batches; their columns go to a confluent-kafka Producer (acks=all, idempotence on) without a
-Python object per row. Each task flushes before it returns and fails on any delivery error.
+Arrow record batches. A plain write's go to Odradek's own idempotent producer (produce.py), which encodes them
+straight into record batches; rows with headers or Avro columns, the transactional sink, and settings only
+librdkafka speaks go to a confluent-kafka Producer (acks=all, idempotence on), column by column without a
+Python object per row. Either way a task's records are acknowledged before it returns, and any delivery
+error fails it.
 
 With `valueSchemaRegistry.url` (or `keySchemaRegistry.url`) the column is encoded as Avro in Confluent's
 framing with the subject's latest schema (schema_registry.py), checked against the column type on the driver.
