@@ -23,6 +23,23 @@ from odradek.network.client import ClientSecurity
 
 PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY_SETTINGS = frozenset({
+    "security.protocol", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location",
+    "ssl.key.password", "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
+    "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"})
+
+
+def speaks(properties: Mapping[str, str], settings: frozenset[str]) -> bool:
+    """Whether a client of Odradek's own that knows `settings` (besides SECURITY_SETTINGS) can take these
+    librdkafka-named properties: it knows every one, and the security they ask for is one it has (a Spark
+    task takes librdkafka otherwise)."""
+    if any(name not in settings and name not in SECURITY_SETTINGS for name in properties):
+        return False
+    try:
+        client_security(properties)
+    except ValueError:  # a mechanism or setting only librdkafka has
+        return False
+    return True
 
 
 def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:

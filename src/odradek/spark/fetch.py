@@ -22,17 +22,14 @@ from collections.abc import Callable, Iterator
 from odradek.network.client import AuthenticationError
 from odradek.network.remote_cluster import READ_COMMITTED, READ_UNCOMMITTED, RemoteCluster
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.security.client_properties import client_security
+from odradek.security.client_properties import client_security, speaks
 from odradek.spark.record_columns import AbortedTransactions, Columns, read_columns
 
 # The kafka.* settings this client honours, and those that mean nothing to it: a consumer group's, librdkafka's
 # prefetch queue's, and librdkafka's pacing of reconnections and metadata refreshes (this client retries on
 # its own schedule).
 _HONOURED = frozenset({
-    "bootstrap.servers", "client.id", "isolation.level", "fetch.message.max.bytes", "max.partition.fetch.bytes",
-    "security.protocol", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location",
-    "ssl.key.password", "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
-    "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"})
+    "bootstrap.servers", "client.id", "isolation.level", "fetch.message.max.bytes", "max.partition.fetch.bytes"})
 _NOT_APPLICABLE = frozenset({
     "group.id", "auto.offset.reset", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof",
     "queued.min.messages", "queued.max.messages.kbytes", "fetch.queue.backoff.ms", "fetch.wait.max.ms",
@@ -51,13 +48,7 @@ _LOG_END_GRACE_S = 3.0
 
 def uses_fetch_client(client_config: dict) -> bool:
     """Whether a task with these kafka.* settings reads through this client (else through librdkafka)."""
-    if any(name not in _HONOURED and name not in _NOT_APPLICABLE for name in client_config):
-        return False
-    try:
-        client_security(client_config)
-    except ValueError:  # a mechanism or setting only librdkafka has
-        return False
-    return True
+    return speaks(client_config, _HONOURED | _NOT_APPLICABLE)
 
 
 def fetch_range(client_config: dict, topic: str, partition: int, start: int, end: int, *, include_headers: bool,

@@ -36,15 +36,12 @@ from odradek.network.remote_cluster import RemoteCluster
 from odradek.protocol import compression as codecs
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import increment_sequence
-from odradek.security.client_properties import client_security
+from odradek.security.client_properties import client_security, speaks
 from odradek.spark.record_batches import Batch, as_binary, build_batches, key_partitions
 
 _HONOURED = frozenset({
     "bootstrap.servers", "client.id", "acks", "request.required.acks", "compression.type", "compression.codec",
-    "enable.idempotence", "batch.size", "delivery.timeout.ms", "message.timeout.ms", "partitioner",
-    "security.protocol", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location",
-    "ssl.key.password", "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
-    "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"})
+    "enable.idempotence", "batch.size", "delivery.timeout.ms", "message.timeout.ms", "partitioner"})
 # Settings of librdkafka's queueing and pacing, which mean nothing to a producer that sends as it encodes.
 _NOT_APPLICABLE = frozenset({
     "linger.ms", "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
@@ -68,24 +65,18 @@ _METADATA_MAX_AGE_S = 300.0  # Kafka's metadata.max.age.ms
 
 def uses_produce_client(client_config: dict) -> bool:
     """Whether a task with these kafka.* settings produces through this client (else through librdkafka)."""
-    if any(name not in _HONOURED and name not in _NOT_APPLICABLE for name in client_config):
-        return False
-    if _acks(client_config) not in ("all", "-1", "1"):
-        return False  # acks=0: a Produce without an answer, which NodeClients would wait for
-    if client_config.get("partitioner", "murmur2_random") not in _MURMUR2:
-        return False
-    if str(client_config.get("compression.type", client_config.get("compression.codec", "none"))).lower() \
-            not in codecs.CODEC_BY_NAME:
-        return False
-    try:
-        client_security(client_config)
-    except ValueError:  # a mechanism or setting only librdkafka has
-        return False
-    return True
+    return (speaks(client_config, _HONOURED | _NOT_APPLICABLE)
+            and _acks(client_config) in ("all", "-1", "1")  # acks=0: no answer, which NodeClients would wait for
+            and client_config.get("partitioner", "murmur2_random") in _MURMUR2
+            and _codec_name(client_config) in codecs.CODEC_BY_NAME)
 
 
 def _acks(client_config: dict) -> str:
     return str(client_config.get("acks", client_config.get("request.required.acks", "all"))).lower()
+
+
+def _codec_name(client_config: dict) -> str:
+    return str(client_config.get("compression.type", client_config.get("compression.codec", "none"))).lower()
 
 
 class ColumnProducer:
@@ -93,8 +84,7 @@ class ColumnProducer:
 
     def __init__(self, client_config: dict):
         self.acks = 1 if _acks(client_config) == "1" else -1
-        self.codec = codecs.CODEC_BY_NAME[str(client_config.get(
-            "compression.type", client_config.get("compression.codec", "none"))).lower()]
+        self.codec = codecs.CODEC_BY_NAME[_codec_name(client_config)]
         self.idempotent = str(client_config.get("enable.idempotence", "true")).lower() != "false"
         self.batch_bytes = int(client_config.get("batch.size") or _BATCH_BYTES)
         self.timeout_s = int(client_config.get("delivery.timeout.ms") or client_config.get("message.timeout.ms")
