@@ -1,6 +1,6 @@
 """TLS, mutual TLS and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on one node's listeners, as Kafka clients
-configure them: confluent-kafka, kcat, kafka-python and aiokafka each produce and consume over every kind of
-listener; wrong passwords, unknown users, untrusted or missing certificates and plaintext clients on TLS
+configure them: confluent-kafka, kcat, kafka-python, aiokafka, and the Spark connector's own producer and fetch
+client each produce and consume over every kind of listener; wrong passwords, unknown users, untrusted or missing certificates and plaintext clients on TLS
 ports are refused; garbage and cut-off handshakes cost only their connection."""
 
 import asyncio
@@ -137,6 +137,29 @@ def test_kcat_produces_and_consumes(secured, way):
     out = subprocess.run(["kcat", "-b", bootstrap, *options, "-C", "-t", topic, "-o", "beginning", "-e"],
                          text=True, check=True, timeout=60, capture_output=True).stdout
     assert out.splitlines() == lines
+
+
+@pytest.mark.parametrize("way", WAYS_IN, ids=WAY_IDS)
+def test_the_spark_connectors_own_producer_and_fetch_client_write_and_read(secured, way):
+    """The clients of Odradek's own that Spark tasks use (spark/produce.py, spark/fetch.py) take the same
+    librdkafka-named settings, client certificates included."""
+    import pyarrow as pa
+
+    from odradek.spark.fetch import fetch_range
+    from odradek.spark.produce import ColumnProducer
+
+    settings = librdkafka_settings(secured, way)
+    topic = f"auth-own-{uuid.uuid4().hex[:6]}"
+    producer = ColumnProducer(settings)
+    try:
+        batch = pa.RecordBatch.from_pydict({"value": values(), "partition": pa.array([0] * RECORDS, pa.int32())})
+        assert producer.write([batch], topic) == RECORDS
+    finally:
+        producer.close()
+    got = [v for columns in fetch_range(settings, topic, 0, 0, RECORDS, include_headers=False, timeout_s=60,
+                                        on_lost=pytest.fail)
+           for c in columns for v in c.values.to_pylist()]
+    assert got == values()
 
 
 def kafka_python_settings(node, way: Secured) -> dict:
