@@ -806,9 +806,7 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
     # and through librdkafka (which a setting only librdkafka speaks makes it use), after a first write that
     # gets each its producer id.
     import pyarrow as pa
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
     batches = [pa.record_batch([pa.array([str(i) for i in range(s, min(s + 10_000, args.records))]),
                                 pa.array([(str(i).encode() + b"x" * args.value_bytes)[:args.value_bytes]
                                           for i in range(s, min(s + 10_000, args.records))], pa.binary())],
@@ -817,9 +815,9 @@ def profile_connector(args, bootstrap: str, topic: str) -> dict:
         sink_topic = f"bench-p-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, sink_topic, args.partitions)
         options = {"kafka.bootstrap.servers": bootstrap, "topic": sink_topic, **extra}
-        write_plain(options, batches[:1], None, schema)
+        write_plain(options, batches[:1], None)
         start, cpu = time.perf_counter(), time.process_time()
-        rows = write_plain(options, batches, None, schema)
+        rows = write_plain(options, batches, None)
         total = time.perf_counter() - start
         out[name] = {"rows": rows, "seconds": total, "cpu_seconds": time.process_time() - cpu,
                      "rows_per_s": rows / total}

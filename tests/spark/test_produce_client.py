@@ -1,7 +1,8 @@
 """The sink's own producer (odradek.spark.produce) against real nodes and Apache Kafka 4.0, without Spark: which
 settings it takes, a leader killed with kill -9 mid-write over plaintext and over SASL_SSL (idempotence: every
 record once, in order), refused credentials, partitions it cannot write to, and the same rows on Kafka 4.0
-placed where Kafka's own partitioner places them, read back by confluent-kafka and kafka-python."""
+placed where Kafka's own partitioner places them, read back with their headers and timestamps by confluent-kafka
+and kafka-python."""
 
 import pyarrow as pa
 import pytest
@@ -42,7 +43,7 @@ def rows(start: int, n: int, **columns) -> pa.RecordBatch:
 
 
 def read_back(settings: dict, topic: str) -> list[tuple]:
-    """(partition, key, value, timestamp) of every record, read by confluent-kafka."""
+    """(partition, key, value, timestamp, headers) of every record, read by confluent-kafka."""
     consumer = Consumer({**settings, "group.id": unique("read-back"), "enable.auto.commit": False,
                          "enable.partition.eof": True})
     try:
@@ -56,7 +57,7 @@ def read_back(settings: dict, topic: str) -> list[tuple]:
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
                 ended.add(msg.partition())
                 continue
-            out.append((msg.partition(), msg.key(), msg.value(), msg.timestamp()[1]))
+            out.append((msg.partition(), msg.key(), msg.value(), msg.timestamp()[1], msg.headers() or []))
         return out
     finally:
         consumer.close()
@@ -84,7 +85,7 @@ def test_a_leader_killed_mid_write_every_record_is_written_once_in_order(cluster
     finally:
         producer.close()
     got = read_back(cluster.client_settings(), topic)
-    assert [value for _, _, value, _ in got] == [f"v{i}".encode() for i in range(total)]
+    assert [value for _, _, value, _, _ in got] == [f"v{i}".encode() for i in range(total)]
     assert leaders(cluster, topic)[0][0] not in (victim, -1)
 
 
@@ -109,7 +110,7 @@ def test_a_partition_the_topic_does_not_have_fails_the_write_and_nothing_is_writ
         assert producer.write([rows(3, 2, partition=pa.array([1, None], pa.int32()))], topic) == 2
     finally:
         producer.close()
-    got = {v: p for p, _, v, _ in read_back({"bootstrap.servers": shared_node.bootstrap}, topic)}
+    got = {v: p for p, _, v, _, _ in read_back({"bootstrap.servers": shared_node.bootstrap}, topic)}
     assert got.keys() == {b"v3", b"v4"} and got[b"v3"] == 1, "the refused rows are nowhere"
 
 
@@ -124,10 +125,14 @@ def test_rows_on_apache_kafka_land_where_its_partitioner_puts_them_and_read_back
             admin.create_topics([NewTopic(name, 5, 1)])[name].result(60)
         keys = [f"key-{i}".encode() if i % 7 else None for i in range(2000)]
         stamps = [1_700_000_000_000 + i for i in range(2000)]
+        headers = [[("n", str(i).encode()), ("empty", None)] if i % 3 else [] for i in range(2000)]
+        headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         producer = ColumnProducer({"bootstrap.servers": kafka.bootstrap, "compression.type": "gzip",
                                    "batch.size": "16384"})
         try:
-            written = producer.write([rows(i, 500, key=keys[i:i + 500], timestamp=pa.array(stamps[i:i + 500]))
+            written = producer.write([rows(i, 500, key=keys[i:i + 500], timestamp=pa.array(stamps[i:i + 500]),
+                                           headers=pa.array([[{"key": k, "value": v} for k, v in h]
+                                                             for h in headers[i:i + 500]], headers_type))
                                       for i in range(0, 2000, 500)], topic)
         finally:
             producer.close()
@@ -138,13 +143,15 @@ def test_rows_on_apache_kafka_land_where_its_partitioner_puts_them_and_read_back
         placer.close(timeout=60)
 
         got = read_back({"bootstrap.servers": kafka.bootstrap}, topic)
-        assert sorted((v, k, ts) for _, k, v, ts in got) == sorted(
-            (f"v{i}".encode(), keys[i], stamps[i]) for i in range(2000))
-        placed = {k: p for p, k, _, _ in got if k is not None}
-        assert placed == {k: p for p, k, _, _ in read_back({"bootstrap.servers": kafka.bootstrap}, by_kafka_python)}
+        assert sorted((v, k, ts, h) for _, k, v, ts, h in got) == sorted(
+            (f"v{i}".encode(), keys[i], stamps[i], headers[i]) for i in range(2000))
+        placed = {k: p for p, k, _, _, _ in got if k is not None}
+        assert placed == {k: p for p, k, _, _, _ in read_back({"bootstrap.servers": kafka.bootstrap},
+                                                               by_kafka_python)}
         reader = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
                                consumer_timeout_ms=10_000)
-        assert sorted(r.value for r in reader) == sorted(f"v{i}".encode() for i in range(2000))
+        assert sorted((r.value, r.headers) for r in reader) == sorted(
+            (f"v{i}".encode(), headers[i]) for i in range(2000))
         reader.close()
     finally:
         kafka.stop()

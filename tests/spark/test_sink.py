@@ -9,7 +9,7 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 from kafka import KafkaProducer  # noqa: E402
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType  # noqa: E402
+from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
 
 from odradek.spark.produce import ColumnProducer  # noqa: E402
 from odradek.spark.sink import (  # noqa: E402
@@ -300,17 +300,15 @@ def test_a_worker_reuses_its_plain_producer_until_a_write_fails(shared_node, pat
     topic = unique("reused")
     create_topic(shared_node.bootstrap, topic, partitions=1)
     options = {"kafka.bootstrap.servers": shared_node.bootstrap, "topic": topic, **path}
-    schema = StructType([StructField("key", StringType()), StructField("value", StringType()),
-                         StructField("partition", IntegerType())])
     sink._plain_producers.clear()  # as in a fresh Python worker
-    assert sink.write_plain(options, rows(3), None, schema) == 3
+    assert sink.write_plain(options, rows(3), None) == 3
     (first,) = [p for p in sink._plain_producers.values()]
     assert isinstance(first, ColumnProducer) is (path is OWN_PRODUCER)
-    assert sink.write_plain(options, rows(2, start=3), None, schema) == 2
+    assert sink.write_plain(options, rows(2, start=3), None) == 2
     assert list(sink._plain_producers.values()) == [first], "the next task's rows go through the same producer"
     to_missing_partition = pa.RecordBatch.from_pylist([{"value": "lost", "partition": 5}])
     with pytest.raises((KafkaException, ValueError), match=error):
-        sink.write_plain(options, [to_missing_partition], None, schema)
+        sink.write_plain(options, [to_missing_partition], None)
     assert first not in sink._plain_producers.values(), "a producer that failed is not used again"
-    assert sink.write_plain(options, rows(1, start=5), None, schema) == 1
+    assert sink.write_plain(options, rows(1, start=5), None) == 1
     assert values(read_all(shared_node.bootstrap, topic)) == [f"v{i}".encode() for i in range(6)]

@@ -79,6 +79,11 @@ def _codec_name(client_config: dict) -> str:
     return str(client_config.get("compression.type", client_config.get("compression.codec", "none"))).lower()
 
 
+def _take(column: pa.Array | None, rows: np.ndarray | None) -> pa.Array | None:
+    """The column's values at `rows` (None: all of them)."""
+    return column if column is None or rows is None else column.take(rows)
+
+
 class ColumnProducer:
     """An idempotent producer of Arrow columns, kept by a Python worker across its tasks."""
 
@@ -100,8 +105,9 @@ class ColumnProducer:
         self.unkeyed_turn = 0
 
     def write(self, batches: Iterable[pa.RecordBatch], topic_option: str | None) -> int:
-        """Every row of the Arrow batches (columns `value`, and optionally `key`, `topic`, `partition`,
-        `timestamp` as int64 epoch milliseconds), acknowledged by the partitions' leaders before it returns."""
+        """Every row of the Arrow batches (columns `value`, and optionally `key`, `headers`, `topic`,
+        `partition`, `timestamp` as int64 epoch milliseconds), acknowledged by the partitions' leaders before it
+        returns."""
         if self.idempotent and self.producer[0] < 0:
             self.producer = self._run(self._with_retries(self.cluster.init_producer_id, "a producer id"))
         written = 0
@@ -167,17 +173,17 @@ class ColumnProducer:
             self.unkeyed_turn = (self.unkeyed_turn + 1) % count
             placed[placed < 0] = self.unkeyed_turn
         stamps = self._timestamps(columns.get("timestamp"), len(values))
+        headers = columns.get("headers")
         encoded = {}
         for partition in np.unique(placed).tolist():
             chosen = np.nonzero(placed == partition)[0]
-            every_row = len(chosen) == len(values)
+            rows = None if len(chosen) == len(values) else chosen
             key = (topic, partition)
             sequence = self.sequences.get(key, 0) if self.idempotent else -1
             batches = build_batches(
-                None if keys is None else keys if every_row else keys.take(chosen),
-                values if every_row else values.take(chosen), stamps[chosen], producer_id=self.producer[0],
-                producer_epoch=self.producer[1], base_sequence=sequence, codec=self.codec,
-                max_batch_bytes=self.batch_bytes)
+                _take(keys, rows), _take(values, rows), _take(headers, rows), stamps[chosen],
+                producer_id=self.producer[0], producer_epoch=self.producer[1], base_sequence=sequence,
+                codec=self.codec, max_batch_bytes=self.batch_bytes)
             if self.idempotent:
                 self.sequences[key] = increment_sequence(sequence, len(chosen))
             encoded[key] = batches

@@ -3,8 +3,9 @@
 Through librdkafka a task handed over one Python object per field of every record, and librdkafka copied each
 into its own message before batching them again. Here every record of an Arrow batch is encoded at once: the
 varints of its length, timestamp delta, offset delta and key and value lengths with numpy, then one Arrow kernel
-joins them with the keys and values into the records' bytes. Keys are placed with Kafka's default partitioner,
-murmur2, computed for the whole column at once.
+joins them with the keys, values and headers into the records' bytes (headers are joined the same way first,
+header by header, then row by row). Keys are placed with Kafka's default partitioner, murmur2, computed for the
+whole column at once.
 
 Sans-I/O: spark/produce.py sends what this builds.
 """
@@ -112,38 +113,70 @@ def _packed(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
                                                             pa.py_buffer(matrix[used])])
 
 
-def encode_records(keys: pa.Array | None, values: pa.Array, timestamp_deltas: np.ndarray,
+def _length_fields(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary column's length fields as a record writes them (-1 for null), and its values' lengths."""
+    lengths = _spans(column)[2]
+    return (np.where(np.asarray(column.is_null()), -1, lengths) if column.null_count else lengths), lengths
+
+
+def encode_headers(headers: pa.Array) -> pa.Array:
+    """Per row of a list<struct<key: string, value: binary>> column (Spark's `headers`), the record's header
+    part: the count, then each header's key and value with their lengths (a null list: no headers)."""
+    counts = np.asarray(pc.fill_null(pc.list_value_length(headers), 0), np.int64)
+    entries = pc.list_flatten(headers)
+    if entries.null_count:
+        raise ValueError("a null header in the headers column")
+    names, header_values = (as_binary(field) for field in entries.flatten())
+    if names.null_count:
+        raise ValueError("a header with a null key in the headers column")
+    name_fields, _ = _length_fields(names)
+    value_fields, _ = _length_fields(header_values)
+    pieces = pc.binary_join_element_wise(_packed([_varints(name_fields)]), names,
+                                         _packed([_varints(value_fields)]), header_values, _EMPTY,
+                                         null_handling="replace", null_replacement=b"")
+    offsets = np.zeros(len(counts) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), pieces), _EMPTY)
+    return pc.binary_join_element_wise(_packed([_varints(counts)]), joined, _EMPTY)
+
+
+def encode_records(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None, timestamp_deltas: np.ndarray,
                    offset_deltas: np.ndarray) -> pa.Array:
-    """Each row as one whole record of a v2 batch (length varint included), without headers: a binary column."""
+    """Each row as one whole record of a v2 batch (length varint included): a binary column. `headers`: each
+    row's header part (encode_headers); None for none."""
     n = len(values)
-    _, _, key_lengths = _spans(keys) if keys is not None else (None, None, np.zeros(n, np.int64))
-    _, _, value_lengths = _spans(values)
-    key_fields = np.where(np.asarray(keys.is_null()), -1, key_lengths) if keys is not None else np.full(n, -1)
-    value_fields = np.where(np.asarray(values.is_null()), -1, value_lengths) if values.null_count else value_lengths
+    key_fields, key_lengths = _length_fields(keys) if keys is not None else (np.full(n, -1), 0)
+    value_fields, value_lengths = _length_fields(values)
+    header_lengths = _spans(headers)[2] if headers is not None else 1
     stamp, stamp_lengths = _varints(timestamp_deltas)
     delta, delta_lengths = _varints(offset_deltas)
     key_field, key_field_lengths = _varints(key_fields)
     value_field, value_field_lengths = _varints(value_fields)
-    # attributes (1) + timestamp delta + offset delta + key length + key + value length + value + headers (1)
-    body = 2 + stamp_lengths + delta_lengths + key_field_lengths + key_lengths + value_field_lengths + value_lengths
+    # attributes (1) + timestamp delta + offset delta + key length + key + value length + value + headers
+    body = (1 + stamp_lengths + delta_lengths + key_field_lengths + key_lengths + value_field_lengths
+            + value_lengths + header_lengths)
     length, length_lengths = _varints(body)
     attributes = (np.zeros((n, 1), np.uint8), np.ones(n, np.int64))
     before_key = _packed([(length, length_lengths), attributes, (stamp, stamp_lengths), (delta, delta_lengths),
                           (key_field, key_field_lengths)])
     before_value = _packed([(value_field, value_field_lengths)])
     return pc.binary_join_element_wise(before_key, keys if keys is not None else _EMPTY, before_value, values,
-                                       _NO_HEADERS, _EMPTY, null_handling="replace", null_replacement=b"")
+                                       headers if headers is not None else _NO_HEADERS, _EMPTY,
+                                       null_handling="replace", null_replacement=b"")
 
 
-def build_batches(keys: pa.Array | None, values: pa.Array, timestamps_ms: np.ndarray, *, producer_id: int,
-                  producer_epoch: int, base_sequence: int, codec: int, max_batch_bytes: int) -> list[Batch]:
+def build_batches(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None, timestamps_ms: np.ndarray, *,
+                  producer_id: int, producer_epoch: int, base_sequence: int, codec: int,
+                  max_batch_bytes: int) -> list[Batch]:
     """Rows of one partition as record batches (CreateTime) of at most `max_batch_bytes` before compression
     (a batch holds at least one record), their sequences counting on from `base_sequence` (-1: no producer
-    id, no sequences)."""
+    id, no sequences). `headers`: Spark's headers column, or None."""
     n = len(values)
-    # Where to cut, from an upper bound of each record's size: its key and value, the attributes and header
-    # count, and the longest varints of its five numbers.
-    bound = _spans(values)[2] + (_spans(keys)[2] if keys is not None else 0) + 2 + 5 + 10 + 5 + 5 + 5
+    headers = encode_headers(headers) if headers is not None else None
+    # Where to cut, from an upper bound of each record's size: its key, value and headers, the attributes,
+    # and the longest varints of its five numbers.
+    bound = (_spans(values)[2] + (_spans(keys)[2] if keys is not None else 0)
+             + (_spans(headers)[2] if headers is not None else 1) + 1 + 5 + 10 + 5 + 5 + 5)
     ends = np.cumsum(bound)
     out = []
     start = 0
@@ -152,8 +185,9 @@ def build_batches(keys: pa.Array | None, values: pa.Array, timestamps_ms: np.nda
         end = max(start + 1, int(np.searchsorted(ends, before + max_batch_bytes - BATCH_HEADER_SIZE, "right")))
         stamps = timestamps_ms[start:end]
         records = encode_records(keys.slice(start, end - start) if keys is not None else None,
-                                 values.slice(start, end - start), stamps - stamps[0],
-                                 np.arange(end - start, dtype=np.int64))
+                                 values.slice(start, end - start),
+                                 headers.slice(start, end - start) if headers is not None else None,
+                                 stamps - stamps[0], np.arange(end - start, dtype=np.int64))
         offsets = np.frombuffer(records.buffers()[1], np.int32, len(records) + 1)
         body = memoryview(records.buffers()[2])[:int(offsets[-1])]
         sequence = increment_sequence(base_sequence, start) if base_sequence >= 0 else -1

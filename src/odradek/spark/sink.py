@@ -4,8 +4,8 @@ Rows follow Spark's Kafka sink: `value` (string or binary, required), `key` (str
 (array<struct<key: string, value: binary>>), `topic` (string; the `topic` option overrides it) and
 `partition` (int), and, beyond Spark's sink, `timestamp` (the record's timestamp). Spark hands each task
 Arrow record batches. A plain write's go to Odradek's own idempotent producer (produce.py), which encodes them
-straight into record batches; rows with headers or Avro columns, the transactional sink, and settings only
-librdkafka speaks go to a confluent-kafka Producer (acks=all, idempotence on), column by column without a
+straight into record batches; Avro columns, the transactional sink, and settings only librdkafka speaks go to
+a confluent-kafka Producer (acks=all, idempotence on), column by column without a
 Python object per row. Either way a task's records are acknowledged before it returns, and any delivery
 error fails it.
 
@@ -207,14 +207,12 @@ class SinkProducer:
 _plain_producers: dict[str, SinkProducer | ColumnProducer] = {}
 
 
-def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: SinkEncoders | None,
-                schema: StructType) -> int:
+def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: SinkEncoders | None) -> int:
     """A task's rows without a transaction, through this worker's producer for these options; a producer that
-    failed is dropped. Rows without headers or registry encoders go through Odradek's own producer
-    (produce.py) where it speaks the options' settings, others through librdkafka."""
+    failed is dropped. Rows without registry encoders go through Odradek's own producer (produce.py) where it
+    speaks the options' settings, others through librdkafka."""
     config = producer_config(options)
-    own = encoders is None and "headers" not in {f.name.lower() for f in schema.fields} and \
-        uses_produce_client(config)
+    own = encoders is None and uses_produce_client(config)
     key = json.dumps([own, config], sort_keys=True, default=str)
     producer = _plain_producers.pop(key, None) or (ColumnProducer(config) if own else SinkProducer(config))
     try:
@@ -338,7 +336,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
-        written = write_plain(self.options, iterator, self.encoders, self.schema)
+        written = write_plain(self.options, iterator, self.encoders)
         return OdradekCommitMessage(partition_id=ctx.partitionId() if ctx else 0, written=written)
 
     def commit(self, messages) -> None:
@@ -542,7 +540,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
         ctx = TaskContext.get()
         if not self.transactional:
-            written = write_plain(self.options, iterator, self.encoders, self.schema)
+            written = write_plain(self.options, iterator, self.encoders)
             return OdradekCommitMessage(partition_id=ctx.partitionId(), written=written)
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:
