@@ -79,6 +79,14 @@ def _codec_name(client_config: dict) -> str:
     return str(client_config.get("compression.type", client_config.get("compression.codec", "none"))).lower()
 
 
+def epoch_ms(column: pa.Array) -> pa.Array:
+    """The `timestamp` column as epoch milliseconds (int64, null kept): a Spark timestamp, or a number."""
+    if pa.types.is_timestamp(column.type):
+        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000))
+    return column.cast(pa.int64())
+
+
 def _take(column: pa.Array | None, rows: np.ndarray | None) -> pa.Array | None:
     """The column's values at `rows` (None: all of them)."""
     return column if column is None or rows is None else column.take(rows)
@@ -105,9 +113,8 @@ class ColumnProducer:
         self.unkeyed_turn = 0
 
     def write(self, batches: Iterable[pa.RecordBatch], topic_option: str | None) -> int:
-        """Every row of the Arrow batches (columns `value`, and optionally `key`, `headers`, `topic`,
-        `partition`, `timestamp` as int64 epoch milliseconds), acknowledged by the partitions' leaders before it
-        returns."""
+        """Every row of the Arrow batches (Spark's sink columns: `value`, and optionally `key`, `headers`,
+        `topic`, `partition`, `timestamp`), acknowledged by the partitions' leaders before it returns."""
         if self.idempotent and self.producer[0] < 0:
             self.producer = self._run(self._with_retries(self.cluster.init_producer_id, "a producer id"))
         written = 0
@@ -195,7 +202,7 @@ class ColumnProducer:
         now = int(time.time() * 1000)
         if column is None:
             return np.full(n, now, np.int64)
-        return np.asarray(pc.fill_null(column, now))
+        return np.asarray(pc.fill_null(epoch_ms(column), now))
 
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, asked again after `_METADATA_MAX_AGE_S` (partitions may be added)."""

@@ -44,7 +44,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from odradek.spark.options import boolean_option, kafka_client_config, parse_registry
-from odradek.spark.produce import ColumnProducer, uses_produce_client
+from odradek.spark.produce import ColumnProducer, epoch_ms, uses_produce_client
 from odradek.spark.schema_registry import SinkEncoders
 
 COMMITS_TOPIC = "__odradek_spark_commits"
@@ -212,30 +212,21 @@ def write_plain(options: dict, batches: Iterable[pa.RecordBatch], encoders: Sink
     failed is dropped. Rows without registry encoders go through Odradek's own producer (produce.py) where it
     speaks the options' settings, others through librdkafka."""
     config = producer_config(options)
-    own = encoders is None and uses_produce_client(config)
-    key = json.dumps([own, config], sort_keys=True, default=str)
-    producer = _plain_producers.pop(key, None) or (ColumnProducer(config) if own else SinkProducer(config))
+    # A kept producer says which path: the settings are checked (and their TLS context built) once per worker.
+    key = json.dumps([encoders is None, config], sort_keys=True, default=str)
+    producer = _plain_producers.pop(key, None) or (
+        ColumnProducer(config) if encoders is None and uses_produce_client(config) else SinkProducer(config))
     try:
-        if own:
-            written = producer.write(_with_epoch_ms(batches), _option(options, "topic"))
+        if isinstance(producer, ColumnProducer):
+            written = producer.write(batches, _option(options, "topic"))
         else:
             written = write_batches(producer, batches, options, encoders)
     except BaseException:
-        if own:
+        if isinstance(producer, ColumnProducer):
             producer.close()
         raise
     _plain_producers[key] = producer
     return written
-
-
-def _with_epoch_ms(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batches with their `timestamp` column, if any, as epoch milliseconds."""
-    for batch in batches:
-        names = [name.lower() for name in batch.schema.names]
-        if "timestamp" in names:
-            i = names.index("timestamp")
-            batch = batch.set_column(i, "timestamp", epoch_ms(batch.column(i)))
-        yield batch
 
 
 def produce_all(producer: SinkProducer, records: Iterable[OutRecord]) -> int:
@@ -294,14 +285,6 @@ def _binary_list(column: pa.Array) -> list:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = column.cast(pa.binary())  # the same bytes, UTF-8
     return column.to_pylist()
-
-
-def epoch_ms(column: pa.Array) -> pa.Array:
-    """The `timestamp` column as epoch milliseconds (int64, null kept): a Spark timestamp, or a number."""
-    if pa.types.is_timestamp(column.type):
-        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
-        column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000))
-    return column.cast(pa.int64())
 
 
 def _epoch_ms_list(column: pa.Array) -> list:
