@@ -23,18 +23,31 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# format("odradek")'s JVM sink (jvm/, docs/spark.md "How it writes"), compiled against the venv's pyspark jars into
+# the package, where odradek.spark.datasource.JAR finds it.
+JVM_SINK := src/odradek/spark/odradek-spark.jar
+JVM_SOURCES := $(wildcard jvm/src/io/odradek/spark/*.java) $(wildcard jvm/resources/META-INF/services/*)
+
+$(JVM_SINK): $(JVM_SOURCES) $(VENV)/.installed | system-deps
+	rm -rf build/jvm && mkdir -p build/jvm
+	javac --release 17 -nowarn -d build/jvm \
+	  -cp "$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*" \
+	  $(filter %.java,$(JVM_SOURCES))
+	cp -r jvm/resources/. build/jvm/
+	jar cf $@ -C build/jvm .
+
 $(SPARK40_VENV)/.installed:
 	$(PYTHON) -m venv $(SPARK40_VENV)
 	$(SPARK40_VENV)/bin/python -m pip install -q 'pyspark==4.0.*'
 	touch $@
 
-# Debian packages the tests need: kcat (the librdkafka command-line client), a Java 17+ runtime for Spark,
+# Debian packages the tests need: kcat (the librdkafka command-line client), a Java 17+ JDK for Spark and the JVM sink,
 # chromium with its WebDriver for the console's browser tests, and Node.js with npm for the schema registry's
 # JavaScript clients.
 system-deps:
 	@MISSING=""; \
 	command -v kcat >/dev/null 2>&1 || MISSING="$$MISSING kcat"; \
-	command -v java >/dev/null 2>&1 || MISSING="$$MISSING openjdk-17-jre-headless"; \
+	command -v javac >/dev/null 2>&1 || MISSING="$$MISSING openjdk-17-jdk-headless"; \
 	command -v chromium >/dev/null 2>&1 || MISSING="$$MISSING chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || MISSING="$$MISSING chromium-driver"; \
 	command -v node >/dev/null 2>&1 || MISSING="$$MISSING nodejs"; \
@@ -61,7 +74,7 @@ tests/registry/js/node_modules/.package-lock.json: tests/registry/js/package-loc
 	npm ci --prefix tests/registry/js --no-audit --no-fund --ignore-scripts
 	touch $@
 
-test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps tests/registry/js/node_modules/.package-lock.json
+test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps $(JVM_SINK) tests/registry/js/node_modules/.package-lock.json
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
@@ -73,7 +86,7 @@ benchmarks/rdkafka_load: benchmarks/rdkafka_load.c $(VENV)/.installed-dev
 	LIBDIR=$$($(BIN)/python -c "import confluent_kafka, os; print(os.path.realpath(os.path.join(os.path.dirname(confluent_kafka.__file__), '..', 'confluent_kafka.libs')))") && \
 	  cc -O2 -Wall -pthread -o $@ $< -L$$LIBDIR -l:$$(ls $$LIBDIR | grep '^librdkafka') -Wl,-rpath,$$LIBDIR
 
-bench: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps benchmarks/rdkafka_load
+bench: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps $(JVM_SINK) benchmarks/rdkafka_load
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/throughput.py --load-generator rdkafka --value-bytes 100 --partitions 4
@@ -91,4 +104,4 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests
 
 clean:
-	rm -rf $(VENV) $(SPARK40_VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SPARK40_VENV) build $(JVM_SINK) *.egg-info .pytest_cache .hypothesis

@@ -19,7 +19,9 @@ Rows (what is timed; N = --records records of --value-bytes values in --partitio
                     (at-least-once) sink: odradek.sink.transactional=false
   stream_write_txn  the same with the odradek sink's exactly-once (transactional) mode. Spark's Kafka sink has
                     no transactional mode: its cells in this row repeat its plain stream_write numbers (marked *)
-Columns: format("odradek") on Odradek, format("kafka") on Apache Kafka 4.0 (../shared/reference), and
+Columns: format("odradek") on Odradek (with its JVM sink's jar in spark.jars, as docs/spark.md sets a session up:
+plain writes run there; --odradek-option odradek.sink.jvm=false keeps them in Python), format("kafka") on Apache
+Kafka 4.0 (../shared/reference), and
 format("kafka") on Odradek. Ratio: odradek-on-Odradek / kafka-on-Kafka. Two more columns of the write rows
 only, with no broker: noop-sink runs the same input into Spark's "noop" sink (Spark 4.0): what the input and
 Spark's bookkeeping cost alone, the most any sink could reach; python-sink-floor into format("drain"), a Python
@@ -69,6 +71,7 @@ ROOT = os.path.dirname(HERE)
 VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 SPARK40_PYTHON = os.path.join(ROOT, ".venv-spark40", "bin", "python")
 SPARK_KAFKA_JARS = os.path.join(ROOT, "..", "shared", "reference", "spark-kafka-jars")
+JVM_SINK_JAR = os.path.join(ROOT, "src", "odradek", "spark", "odradek-spark.jar")  # odradek.spark.datasource.JAR
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 # benchmarks/profile.py would shadow the standard library's profile module, which pyspark imports.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
@@ -491,13 +494,14 @@ def high_watermarks(bootstrap: str, topic: str) -> int:
 
 def connector_code() -> dict:
     """Which odradek connector was measured: a digest and modification time of each file of
-    src/odradek/spark (each cell's runs also carry them, as the code may change while a run goes on)."""
+    src/odradek/spark and of the JVM sink's jar (each cell's runs also carry them, as the code may change while a
+    run goes on)."""
     import hashlib
 
     folder = os.path.join(ROOT, "src", "odradek", "spark")
     out = {}
     for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
+        if name.endswith((".py", ".jar")):
             path = os.path.join(folder, name)
             with open(path, "rb") as f:
                 out[name] = {"sha256": hashlib.sha256(f.read()).hexdigest()[:12],
@@ -877,6 +881,8 @@ def main() -> None:
     spark40_columns = [c for c in columns if c[1] in ("kafka", "noop")]  # Spark's own sinks run on its 4.0
     if spark40_columns and not (os.path.exists(f"{SPARK40_PYTHON}") and os.path.isdir(SPARK_KAFKA_JARS)):
         sys.exit("format(\"kafka\") needs .venv-spark40 (make .venv-spark40/.installed) and ../shared/reference")
+    if any(c[1] == "odradek" for c in columns) and not os.path.exists(JVM_SINK_JAR):
+        sys.exit(f"format(\"odradek\")'s JVM sink is not built: make {os.path.relpath(JVM_SINK_JAR, ROOT)}")
     if any(c[2] == "kafka" for c in columns) and not reference_available():
         sys.exit("the reference Kafka broker needs ../shared/reference and java")
     names = sorted({c[2] for c in columns if c[2]}, key=["odradek", "kafka"].index)
@@ -900,7 +906,7 @@ def main() -> None:
                 bench.results.append({"profile_connector": profile})
             for mode in modes if not args.profile_only else []:
                 bench.run_session(mode, VENV_PYTHON, [c for c in columns if c[1] in ("odradek", "drain", "prepared")],
-                                  rows, [])
+                                  rows, [JVM_SINK_JAR])
                 bench.run_session(mode, SPARK40_PYTHON, spark40_columns, rows, jar_paths())
             bench.save()
     finally:

@@ -12,11 +12,14 @@ def odradek_spark(app: str, master: str | None = None) -> SparkSession:
     local[2]. On a cluster, the executors' PYSPARK_PYTHON must have odradek installed, as this one does."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = master or os.environ.get("ODRADEK_SPARK_MASTER") or "local[2]"
-    spark = (SparkSession.builder.appName(app).master(master)
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
-    from pyspark.sql.datasource import DataSource
-
     import odradek.spark.datasource as datasource
+
+    builder = (SparkSession.builder.appName(app).master(master)
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false"))
+    if os.path.exists(datasource.JAR):  # the JVM sink: plain writes without a Python worker
+        builder = builder.config("spark.jars", datasource.JAR)
+    spark = builder.getOrCreate()
+    from pyspark.sql.datasource import DataSource
 
     for obj in vars(datasource).values():
         if isinstance(obj, type) and issubclass(obj, DataSource) and obj is not DataSource and obj.name() == "odradek":

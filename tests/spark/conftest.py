@@ -1,4 +1,5 @@
-"""One SparkSession (local mode) for every Spark test, with the "odradek" data source registered."""
+"""One SparkSession (local mode) for every Spark test, with the "odradek" data source registered and its JVM
+sink on the classpath."""
 
 import os
 import sys
@@ -15,7 +16,9 @@ def spark():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from odradek.spark.datasource import OdradekDataSource
+    from odradek.spark.datasource import JAR, OdradekDataSource
+
+    assert os.path.exists(JAR), "the JVM sink is not built: make src/odradek/spark/odradek-spark.jar"
 
     session = (SparkSession.builder.appName("odradek-tests").master("local[2]")
                .config("spark.ui.enabled", "false")
@@ -23,6 +26,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.jars", JAR)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(OdradekDataSource)

@@ -23,9 +23,13 @@ from odradek.spark.sink import (  # noqa: E402
 from odradek.sql.partitioning import partition_for  # noqa: E402
 from tests.spark.topics import SPARK_DEADLINE_S, create_topic, read_all, unique  # noqa: E402
 
-# Options that pick the sink's producer: its own (the default), or librdkafka, which alone speaks this setting.
-OWN_PRODUCER: dict = {}
+# Options that pick the path of a plain write: the JVM sink (the session has its jar), the Python data source's
+# own producer, or librdkafka, which alone speaks this setting.
+JVM_SINK = {"odradek.sink.jvm": "true"}
+OWN_PRODUCER = {"odradek.sink.jvm": "false"}
 LIBRDKAFKA = {"kafka.socket.keepalive.enable": "true"}
+EVERY_PATH = pytest.mark.parametrize("path", [JVM_SINK, OWN_PRODUCER, LIBRDKAFKA],
+                                     ids=["jvm-sink", "own-producer", "librdkafka"])
 
 
 def values(records) -> list[bytes]:
@@ -144,19 +148,20 @@ def test_a_worker_reads_the_commits_topic_on_from_where_it_stopped(shared_node, 
 
 # --- through Spark: df.write / df.writeStream with format("odradek") ---
 
-def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node):
+@EVERY_PATH
+def test_batch_write_sends_key_value_headers_and_partition(spark, shared_node, path):
     topic = unique("batch")
     create_topic(shared_node.bootstrap, topic, partitions=3)
     df = spark.createDataFrame(
         [("k1", "v1", [("h", bytearray(b"x"))], 2), (None, "v2", [], 0)],
         "key string, value string, headers array<struct<key:string,value:binary>>, partition int")
     df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
-        .option("topic", topic).mode("append").save()
+        .option("topic", topic).options(**path).mode("append").save()
     got = sorted(read_all(shared_node.bootstrap, topic), key=lambda r: r[2])
     assert got == [(2, b"k1", b"v1", [("h", b"x")]), (0, None, b"v2", [])]
 
 
-@pytest.mark.parametrize("path", [OWN_PRODUCER, LIBRDKAFKA], ids=["own-producer", "librdkafka"])
+@EVERY_PATH
 def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_give_their_keys(spark, shared_node,
                                                                                               path):
     """Spark's Kafka sink places a key with Kafka's murmur2; a pipeline moved to format("odradek") must keep
@@ -179,7 +184,8 @@ def test_keyed_rows_land_in_the_partitions_javas_partitioner_and_kafka_python_gi
     assert len(set(placed.values())) == 7
 
 
-def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_producer(spark, shared_node):
+@EVERY_PATH
+def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_producer(spark, shared_node, path):
     topic = unique("stamped")
     # The stamp is years old: time retention would delete it before the read.
     create_topic(shared_node.bootstrap, topic, partitions=2, config={"retention.ms": "-1"})
@@ -188,7 +194,7 @@ def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_produ
         [(bytearray(b"k1"), "v1", stamp, 1, None), (None, None, None, None, [("h", None)])],
         "key binary, value string, timestamp timestamp, partition int, headers array<struct<key:string,value:binary>>")
     df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
-        .option("topic", topic).mode("append").save()
+        .option("topic", topic).options(**path).mode("append").save()
     got = (spark.read.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
            .option("subscribe", topic).option("includeHeaders", "true").load()
            .selectExpr("partition", "key", "value", "unix_millis(timestamp) as ms", "headers").collect())
@@ -200,20 +206,24 @@ def test_batch_write_sets_record_timestamps_and_leaves_null_columns_to_the_produ
     assert [(h.key, h.value) for h in tombstone.headers] == [("h", None)]
 
 
-def test_a_null_topic_in_the_topic_column_fails_the_write(spark, shared_node):
+@EVERY_PATH
+def test_a_null_topic_in_the_topic_column_fails_the_write(spark, shared_node, path):
     df = spark.createDataFrame([(unique("named"), "1"), (None, "2")], "topic string, value string")
     with pytest.raises(Exception, match="null topic"):
-        df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).mode("append").save()
+        df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).options(**path) \
+            .mode("append").save()
 
 
-def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, shared_node):
+@EVERY_PATH
+def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, shared_node, path):
     a, b, forced = unique("col-a"), unique("col-b"), unique("forced")
-    df = spark.createDataFrame([(a, "1"), (b, "2")], "topic string, value binary".replace("binary", "string"))
-    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).mode("append").save()
+    df = spark.createDataFrame([(a, "1"), (b, "2")], "topic string, value string")
+    df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap).options(**path) \
+        .mode("append").save()
     assert values(read_all(shared_node.bootstrap, a)) == [b"1"]
     assert values(read_all(shared_node.bootstrap, b)) == [b"2"]
     df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
-        .option("topic", forced).mode("append").save()
+        .option("topic", forced).options(**path).mode("append").save()
     assert sorted(values(read_all(shared_node.bootstrap, forced))) == [b"1", b"2"]
 
 
@@ -267,14 +277,15 @@ def test_a_recreated_checkpoint_is_a_new_sink_whose_batches_are_written(spark, s
     assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == sorted(list(range(5)) * 2)
 
 
-def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_node, tmp_path):
+@EVERY_PATH
+def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_node, tmp_path, path):
     """odradek.sink.transactional=false: Spark's Kafka sink's at-least-once writes, no markers, no transactions."""
     topic = unique("plain")
     query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 7).load()
              .selectExpr("cast(value as string) as value")
              .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
              .option("topic", topic).option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .option("odradek.sink.transactional", "false").trigger(availableNow=True).start())
+             .option("odradek.sink.transactional", "false").options(**path).trigger(availableNow=True).start())
     try:
         assert query.awaitTermination(SPARK_DEADLINE_S)
     finally:

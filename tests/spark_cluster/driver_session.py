@@ -18,7 +18,7 @@ sys.path.insert(0, str(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from odradek.spark.datasource import OdradekDataSource  # noqa: E402
+from odradek.spark.datasource import JAR, OdradekDataSource  # noqa: E402
 
 QUERIES: dict = {}
 
@@ -77,6 +77,13 @@ def batch_read(spark, bootstrap: str, topic: str, min_partitions: int) -> dict:
     return {"partitions": df.rdd.getNumPartitions(), "rows": df.rdd.mapPartitions(tag).collect()}
 
 
+def batch_write(spark, bootstrap: str, topic: str, rows: int, partitions: int) -> None:
+    """spark.range(rows) as key (the id) and value ("v<id>") in `partitions` tasks, through the JVM sink."""
+    (spark.range(0, rows, 1, partitions).selectExpr("cast(id as string) as key", "concat('v', id) as value")
+     .write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .option("odradek.sink.jvm", "true").mode("append").save())
+
+
 def start_copy(spark, name: str, bootstrap: str, source: str, target: str, checkpoint: str,
                max_per_trigger: int, kafka: dict | None = None) -> str:
     """source -> key, value -> target through the transactional sink, trigger(availableNow=True): every record
@@ -111,7 +118,7 @@ def run_example(spark, module: str, argv: list[str]):
     return to_json(importlib.import_module(f"examples.{module}.run").main(argv))
 
 
-OPS = {"executors": executors, "batch_read": batch_read, "start_copy": start_copy, "await_query": await_query,
+OPS = {"executors": executors, "batch_read": batch_read, "batch_write": batch_write, "start_copy": start_copy, "await_query": await_query,
        "query_state": query_state, "run_example": run_example}
 
 
@@ -124,6 +131,7 @@ def main(master: str, name: str) -> None:
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.memory", "1g")
+             .config("spark.jars", JAR)  # the JVM sink, shipped to the executors by Spark
              .config("spark.executor.memory", "512m")
              .config("spark.executor.cores", "1")
              .config("spark.cores.max", "2")  # one executor on each of the two workers (spreadOut)

@@ -102,6 +102,15 @@ def test_batch_read_splits_a_large_partition_over_both_executors_and_reads_every
     assert {worker for *_, worker in result["rows"]} <= {w.sid for w in standalone.workers if not w.killed}
 
 
+def test_batch_write_through_the_jvm_sink_on_the_executors_writes_every_row_once(driver, executors, shared_node):
+    """The executors get the JVM sink's jar from the driver (spark.jars) and produce without a Python worker."""
+    topic = unique("cluster-jvm-write")
+    create_topic(shared_node.bootstrap, topic, partitions=3)
+    driver.request("batch_write", bootstrap=shared_node.bootstrap, topic=topic, rows=5000, partitions=4)
+    got = sorted(value for _, _, value, _ in read_all(shared_node.bootstrap, topic))
+    assert got == sorted(f"v{i}".encode() for i in range(5000))
+
+
 # --- 2. streaming: the exactly-once sink, and the windowed_counts example ---
 
 def test_streaming_copy_through_the_transactional_sink_writes_every_record_exactly_once(

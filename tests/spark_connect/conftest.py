@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from odradek.spark.datasource import JAR  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.spark.topics import SPARK_DEADLINE_S  # noqa: E402
 
@@ -23,7 +24,7 @@ STARTED = "Spark Connect server started at"
 class ConnectServer:
     """`spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer`, local[2], on a free port of
     127.0.0.1. Its Python workers run this interpreter, which has odradek installed: that is all the server needs
-    for format("odradek") (static registration through the pyspark_odradek package)."""
+    for format("odradek") (static registration through the pyspark_odradek package); `--jars` adds the JVM sink."""
 
     def __init__(self, directory: Path):
         import pyspark
@@ -38,7 +39,7 @@ class ConnectServer:
                    PYSPARK_DRIVER_PYTHON=sys.executable)
         args = [str(spark_home / "bin" / "spark-submit"),
                 "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                "--master", "local[2]", "--driver-memory", "1g",
+                "--master", "local[2]", "--driver-memory", "1g", "--jars", JAR,
                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
                 "--conf", "spark.ui.enabled=false",

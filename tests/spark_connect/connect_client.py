@@ -54,11 +54,12 @@ def stream(spark: SparkSession, bootstrap: str, source: str, target: str, checkp
     return {"progress": progress}
 
 
-def write(spark: SparkSession, bootstrap: str, topic: str, rows: list) -> dict:
-    """df.write.format("odradek") of rows [key, value, partition] (strings, int)."""
+def write(spark: SparkSession, bootstrap: str, topic: str, rows: list, jvm: str) -> dict:
+    """df.write.format("odradek") of rows [key, value, partition] (strings, int), through the server's JVM sink
+    (jvm "true") or the Python data source ("false")."""
     df = spark.createDataFrame([tuple(row) for row in rows], "key string, value string, partition int")
     df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic) \
-        .mode("append").save()
+        .option("odradek.sink.jvm", jvm).mode("append").save()
     return {}
 
 

@@ -59,12 +59,13 @@ def test_streaming_odradek_to_odradek_over_sc_is_exact_and_reports_kafka_offsets
     assert json.loads(result["progress"][-1]["sources"][0]["endOffset"]) == end, result["progress"]
 
 
-def test_batch_write_over_sc_then_read_back(connect_server, shared_node):
+@pytest.mark.parametrize("jvm", ["true", "false"], ids=["jvm-sink", "python-data-source"])
+def test_batch_write_over_sc_then_read_back(connect_server, shared_node, jvm):
     topic = unique("connect-write")
     create_topic(shared_node.bootstrap, topic, partitions=3)
     rows = [[f"k{i}", f"v{i}", i % 3] for i in range(12)] + [[None, "no-key", 1]]
 
-    connect_server.client("write", bootstrap=shared_node.bootstrap, topic=topic, rows=rows)
+    connect_server.client("write", bootstrap=shared_node.bootstrap, topic=topic, rows=rows, jvm=jvm)
 
     got = collections.Counter((p, key, value) for p, key, value, _ in read_all(shared_node.bootstrap, topic))
     assert got == collections.Counter((p, None if k is None else k.encode(), v.encode()) for k, v, p in rows)

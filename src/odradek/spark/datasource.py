@@ -1,10 +1,16 @@
 """The "odradek" PySpark data source: Spark's Kafka connector, with `format("odradek")`.
 
-    from odradek.spark.datasource import OdradekDataSource
+    from odradek.spark.datasource import JAR, OdradekDataSource
+    spark = SparkSession.builder.config("spark.jars", JAR).getOrCreate()  # optional: the JVM sink
     spark.dataSource.register(OdradekDataSource)
+
+JAR (built from jvm/ by `make`) puts format("odradek")'s plain writes in the executors' JVMs, with no Python
+worker (jvm/src/io/odradek/spark/OdradekProvider.java); everything else stays this data source's.
 """
 
 from __future__ import annotations
+
+import os
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
@@ -13,6 +19,8 @@ from odradek.spark.options import OptionError, SourceOptions
 from odradek.spark.schema_registry import SourceDecoders
 from odradek.spark.sink import OdradekBatchWriter, OdradekStreamWriter
 from odradek.spark.source import OdradekBatchReader, OdradekStreamReader, source_schema
+
+JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "odradek-spark.jar")
 
 
 class OdradekDataSource(DataSource):

@@ -43,7 +43,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from odradek.spark.options import boolean_option, kafka_client_config, parse_registry
+from odradek.spark.options import OptionError, boolean_option, kafka_client_config, parse_registry
 from odradek.spark.produce import ColumnProducer, epoch_ms, uses_produce_client
 from odradek.spark.schema_registry import SinkEncoders
 
@@ -55,6 +55,9 @@ SINK_ID_OPTION = "odradek.sink.id"
 TAG_RECORDS_OPTION = "odradek.sink.tagRecords"
 # "false": the streaming sink writes each task's rows without a transaction, at-least-once as Spark's Kafka sink.
 TRANSACTIONAL_OPTION = "odradek.sink.transactional"
+# "true": a plain write must run in the JVM sink (datasource.JAR), "false": never; unset: wherever it can. A write
+# with "true" that reaches this module is one the JVM sink is not there to take.
+JVM_OPTION = "odradek.sink.jvm"
 HEADER_SINK = "odradek.sink"
 HEADER_BATCH = "odradek.batch"
 HEADER_TASK = "odradek.task"
@@ -119,6 +122,13 @@ def check_schema(schema: StructType, options: dict) -> None:
     if _option(options, "topic") is None and "topic" not in names:
         raise ValueError("topic option required when no 'topic' attribute is present. "
                          "Use the topic option for setting a topic.")
+
+
+def check_jvm_option(options: dict) -> None:
+    """Fail a write that asked for the JVM sink (odradek.sink.jvm=true) and reached the Python data source."""
+    if boolean_option(options, JVM_OPTION, False):
+        raise OptionError(f"{JVM_OPTION}=true, but the JVM sink is not on Spark's classpath: add "
+                          "odradek.spark.datasource.JAR to spark.jars")
 
 
 def sink_encoders(options: dict, schema: StructType) -> SinkEncoders | None:
@@ -314,6 +324,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
         self.options = dict(options)
         self.schema = schema
         check_schema(schema, self.options)
+        check_jvm_option(self.options)
         kafka_client_config(self.options)  # fail on the driver for a missing bootstrap server
         self.encoders = sink_encoders(self.options, schema)
 
@@ -512,6 +523,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         self.options = dict(options)
         self.schema = schema
         check_schema(schema, self.options)
+        check_jvm_option(self.options)
         self.transactional = boolean_option(self.options, TRANSACTIONAL_OPTION, True)
         self.encoders = sink_encoders(self.options, schema)
         if self.transactional:

@@ -599,7 +599,7 @@ def _spark_session(config: EngineConfig):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from odradek.spark.datasource import OdradekDataSource
+    from odradek.spark.datasource import JAR, OdradekDataSource
 
     builder = (SparkSession.builder.appName(f"odradek-sql-{config.service_id}").master(config.spark_master)
                .config("spark.ui.enabled", "false")
@@ -609,6 +609,8 @@ def _spark_session(config: EngineConfig):
                # ksqlDB's expressions give null (and the record goes on) where ANSI SQL would fail the query
                .config("spark.sql.ansi.enabled", "false")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
+    if os.path.exists(JAR):  # the JVM sink, for the plain writes of queries without exactly-once
+        builder = builder.config("spark.jars", JAR)
     for name, value in config.spark_config.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()

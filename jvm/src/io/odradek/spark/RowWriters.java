@@ -1,0 +1,199 @@
+package io.odradek.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+
+/**
+ * The plain writes of {@link SinkSettings}: every task produces its rows and waits for their acknowledgement
+ * before it commits, so a committed task's rows are in the log (at-least-once when Spark runs a task again, as
+ * Spark's Kafka sink). There is nothing to commit on the driver.
+ */
+final class RowWriters {
+    // A producer outlives its task in the executor, for the next task with the same settings: a new one would
+    // ask for a producer id and metadata first. One idle longer than this is closed instead of reused, well
+    // inside the time (producer.id.expiration.ms, a day by default) a broker keeps an idle producer's state.
+    private static final long MAX_IDLE_MS = 600_000;
+    private static final Map<String, ConcurrentLinkedDeque<Kept>> IDLE = new ConcurrentHashMap<>();
+
+    private RowWriters() {}
+
+    private static final class Kept {
+        final Producer producer;
+        final long idleSinceMs;
+
+        Kept(Producer producer, long idleSinceMs) {
+            this.producer = producer;
+            this.idleSinceMs = idleSinceMs;
+        }
+    }
+
+    private static final class Done implements WriterCommitMessage {
+        private static final long serialVersionUID = 1L;
+    }
+
+    static final class Batch implements BatchWrite {
+        private final SinkSettings settings;
+
+        Batch(SinkSettings settings) {
+            this.settings = settings;
+        }
+
+        @Override
+        public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+            return new Factory(settings);
+        }
+
+        @Override
+        public void commit(WriterCommitMessage[] messages) {}
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {}
+    }
+
+    static final class Streaming implements StreamingWrite {
+        private final SinkSettings settings;
+
+        Streaming(SinkSettings settings) {
+            this.settings = settings;
+        }
+
+        @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            return new Factory(settings);
+        }
+
+        @Override
+        public void commit(long epochId, WriterCommitMessage[] messages) {}
+
+        @Override
+        public void abort(long epochId, WriterCommitMessage[] messages) {}
+    }
+
+    static final class Factory implements DataWriterFactory, StreamingDataWriterFactory {
+        private static final long serialVersionUID = 1L;
+        private final SinkSettings settings;
+
+        Factory(SinkSettings settings) {
+            this.settings = settings;
+        }
+
+        @Override
+        public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+            return new RowWriter(settings);
+        }
+
+        @Override
+        public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+            return new RowWriter(settings);
+        }
+    }
+
+    static final class RowWriter implements DataWriter<InternalRow> {
+        private final SinkSettings settings;
+        private final Producer producer;
+        private boolean committed;
+
+        RowWriter(SinkSettings settings) {
+            this.settings = settings;
+            this.producer = borrow(settings);
+        }
+
+        @Override
+        public void write(InternalRow row) throws IOException {
+            String topic = settings.topic;
+            if (topic == null) {
+                if (row.isNullAt(settings.topicColumn)) {
+                    throw new IllegalArgumentException(
+                            "null topic present in the data. Use the topic option for setting a topic.");
+                }
+                topic = row.getUTF8String(settings.topicColumn).toString();
+            }
+            int partition = settings.partitionColumn < 0 || row.isNullAt(settings.partitionColumn)
+                    ? -1 : row.getInt(settings.partitionColumn);
+            producer.send(topic, partition, bytes(row, settings.keyColumn, settings.keyIsString),
+                    bytes(row, settings.valueColumn, settings.valueIsString), timestamp(row), headers(row));
+        }
+
+        private long timestamp(InternalRow row) {
+            int column = settings.timestampColumn;
+            if (column < 0 || row.isNullAt(column)) {
+                return System.currentTimeMillis();
+            }
+            long value = row.getLong(column);
+            return settings.timestampIsMillis ? value : Math.floorDiv(value, 1000L);  // Spark's are microseconds
+        }
+
+        private byte[][] headers(InternalRow row) {
+            int column = settings.headersColumn;
+            if (column < 0 || row.isNullAt(column)) {
+                return null;
+            }
+            ArrayData array = row.getArray(column);
+            byte[][] headers = new byte[array.numElements() * 2][];
+            for (int i = 0; i < array.numElements(); i++) {
+                InternalRow header = array.isNullAt(i) ? null : array.getStruct(i, 2);
+                if (header == null || header.isNullAt(0)) {
+                    throw new IllegalArgumentException("a header and its key cannot be null: a Kafka record "
+                            + "header has a key");
+                }
+                headers[2 * i] = header.getUTF8String(0).getBytes();
+                headers[2 * i + 1] = header.isNullAt(1) ? null : header.getBinary(1);
+            }
+            return headers;
+        }
+
+        private static byte[] bytes(InternalRow row, int column, boolean string) {
+            if (column < 0 || row.isNullAt(column)) {
+                return null;
+            }
+            return string ? row.getUTF8String(column).getBytes() : row.getBinary(column);
+        }
+
+        @Override
+        public WriterCommitMessage commit() throws IOException {
+            producer.flush();
+            committed = true;
+            return new Done();
+        }
+
+        @Override
+        public void abort() {}
+
+        @Override
+        public void close() {
+            if (committed) {
+                IDLE.computeIfAbsent(settings.producerKey(), k -> new ConcurrentLinkedDeque<>())
+                        .push(new Kept(producer, System.currentTimeMillis()));
+            } else {
+                producer.close();  // what it sent is unknown: its sequences are not to be continued
+            }
+        }
+    }
+
+    private static Producer borrow(SinkSettings settings) {
+        ConcurrentLinkedDeque<Kept> idle = IDLE.get(settings.producerKey());
+        for (Kept kept; idle != null && (kept = idle.poll()) != null; ) {
+            if (System.currentTimeMillis() - kept.idleSinceMs < MAX_IDLE_MS) {
+                return kept.producer;
+            }
+            kept.producer.close();
+        }
+        try {
+            return new Producer(settings);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+}

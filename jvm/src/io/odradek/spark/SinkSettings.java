@@ -1,0 +1,259 @@
+package io.odradek.spark;
+
+import java.io.Serializable;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * What a write of `format("odradek")` asks for, when this sink can do it: a plain write (a batch write, or the
+ * streaming sink with `odradek.sink.transactional=false`) to a plaintext listener, of Spark's Kafka sink columns
+ * as strings or binaries, with settings this producer honours. Anything else (Avro columns, the exactly-once
+ * sink, TLS and SASL, another codec or partitioner, `acks=0`) is the Python data source's, which {@link #of}
+ * says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it or keeps it out.
+ */
+final class SinkSettings implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private static final String KAFKA_PREFIX = "kafka.";
+    static final String JVM_OPTION = "odradek.sink.jvm";
+    static final String TRANSACTIONAL_OPTION = "odradek.sink.transactional";
+    private static final Set<String> HONOURED = Set.of(
+            "bootstrap.servers", "client.id", "acks", "request.required.acks", "compression.type",
+            "compression.codec", "enable.idempotence", "batch.size", "delivery.timeout.ms", "message.timeout.ms",
+            "partitioner", "security.protocol");
+    // librdkafka's queueing and pacing, which mean nothing to a producer that sends as it encodes.
+    private static final Set<String> NOT_APPLICABLE = Set.of(
+            "linger.ms", "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
+            "batch.num.messages", "retries", "message.send.max.retries", "retry.backoff.ms", "retry.backoff.max.ms",
+            "reconnect.backoff.ms", "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
+            "topic.metadata.refresh.interval.ms", "max.in.flight.requests.per.connection", "max.in.flight");
+
+    final String bootstrapServers;
+    final String topic;
+    final String clientId;
+    final short acks;
+    final byte codec;
+    final int batchBytes;
+    final long deliveryTimeoutMs;
+    final int keyColumn;
+    final boolean keyIsString;
+    final int valueColumn;
+    final boolean valueIsString;
+    final int topicColumn;
+    final int partitionColumn;
+    final int headersColumn;
+    final int timestampColumn;
+    final boolean timestampIsMillis;
+
+    private SinkSettings(Map<String, String> kafka, String topic, Map<String, Integer> columns, StructType schema) {
+        bootstrapServers = kafka.get("bootstrap.servers");
+        this.topic = topic;
+        clientId = kafka.getOrDefault("client.id", "odradek-spark");
+        acks = "1".equals(acks(kafka)) ? (short) 1 : (short) -1;
+        codec = "gzip".equals(codecName(kafka)) ? RecordBatchBuilder.CODEC_GZIP : RecordBatchBuilder.CODEC_NONE;
+        batchBytes = Integer.parseInt(kafka.getOrDefault("batch.size", "1000000").trim());
+        deliveryTimeoutMs = Long.parseLong(
+                kafka.getOrDefault("delivery.timeout.ms", kafka.getOrDefault("message.timeout.ms", "120000")).trim());
+        keyColumn = columns.getOrDefault("key", -1);
+        keyIsString = keyColumn >= 0 && schema.fields()[keyColumn].dataType() instanceof StringType;
+        valueColumn = columns.get("value");
+        valueIsString = schema.fields()[valueColumn].dataType() instanceof StringType;
+        topicColumn = columns.getOrDefault("topic", -1);
+        partitionColumn = columns.getOrDefault("partition", -1);
+        headersColumn = columns.getOrDefault("headers", -1);
+        timestampColumn = columns.getOrDefault("timestamp", -1);
+        timestampIsMillis = timestampColumn >= 0 && schema.fields()[timestampColumn].dataType() instanceof LongType;
+    }
+
+    /**
+     * These settings, or null when the write is the Python data source's to do. With `odradek.sink.jvm=true`
+     * a write this sink cannot take fails, saying why; with `false` every write is the Python data source's.
+     */
+    static SinkSettings of(CaseInsensitiveStringMap options, StructType schema, boolean streaming) {
+        String jvm = trimmed(options.get(JVM_OPTION));
+        if (jvm != null && !jvm.equalsIgnoreCase("true") && !jvm.equalsIgnoreCase("false")) {
+            throw new IllegalArgumentException("'" + JVM_OPTION + "' must be 'true' or 'false', got '" + jvm + "'");
+        }
+        if ("false".equalsIgnoreCase(jvm)) {
+            return null;
+        }
+        Map<String, String> kafka = new HashMap<>();
+        String topic = null;
+        boolean registry = false;
+        for (Map.Entry<String, String> option : options.entrySet()) {
+            String name = option.getKey().toLowerCase(Locale.ROOT);
+            if (name.startsWith(KAFKA_PREFIX)) {
+                kafka.put(name.substring(KAFKA_PREFIX.length()), option.getValue());
+            } else if (name.equals("topic")) {
+                topic = option.getValue();
+            } else {
+                registry |= name.startsWith("keyschemaregistry.") || name.startsWith("valueschemaregistry.");
+            }
+        }
+        Map<String, Integer> columns = columns(schema);
+        String refusal;
+        if (registry) {
+            refusal = "it does not encode Avro columns (keySchemaRegistry.*, valueSchemaRegistry.*)";
+        } else if (streaming && !"false".equalsIgnoreCase(trimmed(options.get(TRANSACTIONAL_OPTION)))) {
+            refusal = "the exactly-once streaming sink is the Python data source's: set "
+                    + TRANSACTIONAL_OPTION + "=false for a plain one";
+        } else if (!kafka.containsKey("bootstrap.servers")) {
+            refusal = "option 'kafka.bootstrap.servers' must be specified";
+        } else if (columns == null || !columns.containsKey("value")
+                || (topic == null && !columns.containsKey("topic"))) {
+            refusal = "it takes Spark's Kafka sink columns as strings and binaries: value, key, topic, partition "
+                    + "(int), timestamp, headers (array<struct<key: string, value: binary>>)";
+        } else {
+            refusal = settingRefusal(kafka);
+        }
+        if (refusal == null) {
+            try {
+                SinkSettings settings = new SinkSettings(kafka, topic, columns, schema);
+                if (!settings.bootstrapAddresses().isEmpty()) {
+                    return settings;
+                }
+                refusal = "no address in kafka.bootstrap.servers";
+            } catch (NumberFormatException e) {
+                refusal = "kafka.bootstrap.servers is not a list of host:port";
+            }
+        }
+        if ("true".equalsIgnoreCase(jvm)) {
+            throw new IllegalArgumentException(JVM_OPTION + "=true, but the JVM sink cannot take this write: "
+                    + refusal);
+        }
+        return null;
+    }
+
+    /** Why the producer cannot honour these kafka.* settings, or null if it can. */
+    private static String settingRefusal(Map<String, String> kafka) {
+        for (String name : kafka.keySet()) {
+            if (!HONOURED.contains(name) && !NOT_APPLICABLE.contains(name)) {
+                return "it does not speak kafka." + name;
+            }
+        }
+        String protocol = trimmed(kafka.getOrDefault("security.protocol", "plaintext")).toLowerCase(Locale.ROOT);
+        String partitioner = trimmed(kafka.getOrDefault("partitioner", "murmur2_random"));
+        String acks = acks(kafka);
+        String codec = codecName(kafka);
+        if (!protocol.equals("plaintext")) {
+            return "it speaks plaintext only, not kafka.security.protocol=" + protocol;
+        }
+        if (!partitioner.equals("murmur2_random") && !partitioner.equals("murmur2")) {
+            return "it partitions as Kafka does (murmur2_random), not kafka.partitioner=" + partitioner;
+        }
+        if (!acks.equals("all") && !acks.equals("-1") && !acks.equals("1")) {
+            return "it waits for acknowledgements (acks all or 1), not acks=" + acks;
+        }
+        if (!codec.equals("none") && !codec.equals("gzip")) {
+            return "it compresses with gzip or not at all, not " + codec;
+        }
+        if (!isPositiveInt(kafka.getOrDefault("batch.size", "1"))) {
+            return "kafka.batch.size is not a positive integer";
+        }
+        if (!isPositiveInt(kafka.getOrDefault("delivery.timeout.ms", kafka.getOrDefault("message.timeout.ms", "1")))) {
+            return "the delivery timeout is not a positive integer";
+        }
+        return null;
+    }
+
+    /** Spark's Kafka sink columns by lowercase name, or null if one of them has a type this sink does not take. */
+    private static Map<String, Integer> columns(StructType schema) {
+        Map<String, Integer> columns = new HashMap<>();
+        StructField[] fields = schema.fields();
+        for (int i = 0; i < fields.length; i++) {
+            String name = fields[i].name().toLowerCase(Locale.ROOT);
+            DataType type = fields[i].dataType();
+            boolean takes;
+            switch (name) {
+                case "key":
+                case "value":
+                    takes = type instanceof StringType || type instanceof BinaryType;
+                    break;
+                case "topic":
+                    takes = type instanceof StringType;
+                    break;
+                case "partition":
+                    takes = type instanceof IntegerType;
+                    break;
+                case "timestamp":
+                    takes = type instanceof TimestampType || type instanceof LongType;
+                    break;
+                case "headers":
+                    takes = isHeaders(type);
+                    break;
+                default:
+                    continue;  // not a record's: Spark's Kafka sink ignores it too
+            }
+            if (!takes) {
+                return null;
+            }
+            columns.put(name, i);
+        }
+        return columns;
+    }
+
+    private static boolean isHeaders(DataType type) {
+        if (!(type instanceof ArrayType) || !(((ArrayType) type).elementType() instanceof StructType)) {
+            return false;
+        }
+        StructField[] fields = ((StructType) ((ArrayType) type).elementType()).fields();
+        return fields.length == 2 && fields[0].dataType() instanceof StringType
+                && fields[1].dataType() instanceof BinaryType;
+    }
+
+    List<InetSocketAddress> bootstrapAddresses() {
+        List<InetSocketAddress> addresses = new ArrayList<>();
+        for (String server : bootstrapServers.split(",")) {
+            String address = server.trim();
+            int colon = address.lastIndexOf(':');
+            if (colon > 0) {
+                addresses.add(InetSocketAddress.createUnresolved(
+                        address.substring(0, colon).replace("[", "").replace("]", ""),
+                        Integer.parseInt(address.substring(colon + 1))));
+            }
+        }
+        return addresses;
+    }
+
+    /** What decides a producer: tasks with equal keys can share one. */
+    String producerKey() {
+        return String.join("\u0000", bootstrapServers, clientId, Short.toString(acks), Byte.toString(codec),
+                Integer.toString(batchBytes), Long.toString(deliveryTimeoutMs));
+    }
+
+    private static String acks(Map<String, String> kafka) {
+        return trimmed(kafka.getOrDefault("acks", kafka.getOrDefault("request.required.acks", "all")))
+                .toLowerCase(Locale.ROOT);
+    }
+
+    private static String codecName(Map<String, String> kafka) {
+        return trimmed(kafka.getOrDefault("compression.type", kafka.getOrDefault("compression.codec", "none")))
+                .toLowerCase(Locale.ROOT);
+    }
+
+    private static boolean isPositiveInt(String value) {
+        try {
+            return Integer.parseInt(value.trim()) > 0;
+        } catch (NumberFormatException e) {
+            return false;
+        }
+    }
+
+    private static String trimmed(String value) {
+        return value == null ? null : value.trim();
+    }
+}
