@@ -37,13 +37,15 @@ def write(df, bootstrap: str, topic: str | None, **options) -> None:
 
 
 @pytest.mark.parametrize(("options", "reason"), [
-    ({"kafka.security.protocol": "SSL"}, "it speaks plaintext only, not kafka.security.protocol=ssl"),
+    ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "GSSAPI"},
+     "it logs in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not GSSAPI"),
+    ({"kafka.security.protocol": "SSL", "kafka.ssl.key.password": "secret"}, "it reads unencrypted keys only"),
     ({"kafka.acks": "0"}, "not acks=0"),
     ({"kafka.compression.type": "zstd"}, "gzip or not at all, not zstd"),
     ({"kafka.socket.keepalive.enable": "true"}, "it does not speak kafka.socket.keepalive.enable"),
     ({"valueSchemaRegistry.url": "http://127.0.0.1:1"}, "does not encode Avro columns"),
     ({"odradek.sink.jvm": "maybe"}, "'odradek.sink.jvm' must be 'true' or 'false', got 'maybe'"),
-], ids=["tls", "acks-0", "zstd", "librdkafka-setting", "avro", "not-a-boolean"])
+], ids=["gssapi", "encrypted-key", "acks-0", "zstd", "librdkafka-setting", "avro", "not-a-boolean"])
 def test_a_write_the_jvm_sink_cannot_take_fails_with_odradek_sink_jvm_true_saying_why(spark, shared_node, options,
                                                                                      reason):
     df = spark.createDataFrame([("k", "v")], "key string, value string")

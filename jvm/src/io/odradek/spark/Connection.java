@@ -11,7 +11,10 @@ import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 
-/** A plaintext connection to one node: a request (header v1) out, its response (header v0) back. */
+/**
+ * A connection to one node, through TLS and SASL when the settings ask for them: a request (header v1) out, its
+ * response (header v0) back.
+ */
 final class Connection implements Closeable {
     private final Socket socket;
     private final DataInputStream in;
@@ -19,19 +22,23 @@ final class Connection implements Closeable {
     private final byte[] clientId;
     private int correlationId;
 
-    Connection(InetSocketAddress address, String clientId, int timeoutMs) throws IOException {
-        socket = new Socket();
+    Connection(InetSocketAddress address, SinkSettings settings, int timeoutMs) throws IOException {
+        Socket plain = new Socket();
+        Socket connected = plain;
+        clientId = settings.clientId.getBytes(StandardCharsets.UTF_8);
         try {
-            socket.connect(address, timeoutMs);
-            socket.setSoTimeout(timeoutMs);
-            socket.setTcpNoDelay(true);
-            in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
-            out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 16));
-        } catch (IOException e) {
-            socket.close();
+            plain.connect(address, timeoutMs);
+            plain.setSoTimeout(timeoutMs);
+            plain.setTcpNoDelay(true);
+            connected = settings.security.wrap(plain, address.getHostString(), address.getPort());
+            in = new DataInputStream(new BufferedInputStream(connected.getInputStream(), 1 << 16));
+            out = new DataOutputStream(new BufferedOutputStream(connected.getOutputStream(), 1 << 16));
+            socket = connected;
+            settings.security.authenticate(this);
+        } catch (IOException | RuntimeException e) {
+            connected.close();
             throw e;
         }
-        this.clientId = clientId.getBytes(StandardCharsets.UTF_8);
     }
 
     /** Sends a request whose body is the concatenation of `body`, and returns the response's body. */

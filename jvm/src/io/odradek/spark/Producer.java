@@ -1,13 +1,9 @@
 package io.odradek.spark;
 
-import java.io.ByteArrayOutputStream;
 import java.io.Closeable;
-import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -19,6 +15,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * An idempotent producer for a write task's rows: a producer id from the cluster, a sequence per partition,
@@ -75,7 +72,7 @@ final class Producer implements Closeable {
         this.settings = settings;
         long deadline = System.currentTimeMillis() + settings.deliveryTimeoutMs;
         while (true) {
-            ByteBuffer response = callAny(INIT_PRODUCER_ID, (short) 1, request(out -> {
+            ByteBuffer response = callAny(INIT_PRODUCER_ID, (short) 1, Wire.request(out -> {
                 out.writeShort(-1);  // no transactional id: idempotence only
                 out.writeInt(60_000);
             }));
@@ -91,7 +88,7 @@ final class Producer implements Closeable {
     }
 
     /** Appends a record; `partition` -1 lets the key's murmur2 (or, without a key, the sticky partition) pick. */
-    void send(String topic, int partition, byte[] key, byte[] value, long timestamp, byte[][] headers)
+    void send(String topic, int partition, UTF8String key, UTF8String value, long timestamp, byte[][] headers)
             throws IOException {
         Pending full;
         synchronized (this) {
@@ -198,6 +195,8 @@ final class Producer implements Closeable {
             for (Map.Entry<Integer, List<Pending>> entry : byLeader.entrySet()) {
                 try {
                     lastError = produceTo(entry.getKey(), entry.getValue(), again);
+                } catch (Security.AuthenticationException e) {
+                    throw e;
                 } catch (IOException e) {
                     dropConnection(entry.getKey());
                     again.addAll(entry.getValue());
@@ -230,19 +229,19 @@ final class Producer implements Closeable {
             byTopic.computeIfAbsent(p.topic, k -> new ArrayList<>()).add(p);
         }
         List<byte[]> parts = new ArrayList<>();
-        parts.add(request(out -> {
+        parts.add(Wire.request(out -> {
             out.writeShort(-1);  // no transactional id
             out.writeShort(settings.acks);
             out.writeInt(REQUEST_TIMEOUT_MS);
             out.writeInt(byTopic.size());
         }));
         for (Map.Entry<String, List<Pending>> entry : byTopic.entrySet()) {
-            parts.add(request(out -> {
-                writeString(out, entry.getKey());
+            parts.add(Wire.request(out -> {
+                Wire.writeString(out, entry.getKey());
                 out.writeInt(entry.getValue().size());
             }));
             for (Pending p : entry.getValue()) {
-                parts.add(request(out -> {
+                parts.add(Wire.request(out -> {
                     out.writeInt(p.partition);
                     out.writeInt(p.batch.length);
                 }));
@@ -252,7 +251,7 @@ final class Producer implements Closeable {
         ByteBuffer response = connection(leader).call(PRODUCE, (short) 8, parts.toArray(new byte[0][]));
         String retriable = null;
         for (int topicCount = response.getInt(); topicCount > 0; topicCount--) {
-            String topic = readString(response);
+            String topic = Wire.readString(response);
             for (int partitionCount = response.getInt(); partitionCount > 0; partitionCount--) {
                 int partition = response.getInt();
                 short error = response.getShort();
@@ -261,9 +260,9 @@ final class Producer implements Closeable {
                 response.getLong();  // log start offset
                 for (int n = response.getInt(); n > 0; n--) {
                     response.getInt();
-                    readString(response);
+                    Wire.readString(response);
                 }
-                String message = readString(response);
+                String message = Wire.readString(response);
                 if (error == 0 || error == KafkaErrors.DUPLICATE_SEQUENCE_NUMBER) {
                     continue;
                 }
@@ -327,10 +326,10 @@ final class Producer implements Closeable {
     /** One Metadata request; null when every topic was found, else what is missing. */
     private String metadata() throws IOException {
         List<String> names = new ArrayList<>(topics.keySet());
-        ByteBuffer response = callAny(METADATA, (short) 8, request(out -> {
+        ByteBuffer response = callAny(METADATA, (short) 8, Wire.request(out -> {
             out.writeInt(names.size());
             for (String name : names) {
-                writeString(out, name);
+                Wire.writeString(out, name);
             }
             out.writeBoolean(true);  // auto-create, as librdkafka's and Java's producers ask
             out.writeBoolean(false);
@@ -339,20 +338,20 @@ final class Producer implements Closeable {
         response.getInt();  // throttle time
         for (int n = response.getInt(); n > 0; n--) {
             int id = response.getInt();
-            String host = readString(response);
+            String host = Wire.readString(response);
             int port = response.getInt();
-            readString(response);  // rack
+            Wire.readString(response);  // rack
             InetSocketAddress address = InetSocketAddress.createUnresolved(host, port);
             if (!address.equals(nodes.put(id, address))) {
                 dropConnection(id);
             }
         }
-        readString(response);  // cluster id
+        Wire.readString(response);  // cluster id
         response.getInt();  // controller id
         String missing = null;
         for (int n = response.getInt(); n > 0; n--) {
             short error = response.getShort();
-            String name = readString(response);
+            String name = Wire.readString(response);
             response.get();  // is internal
             int partitions = response.getInt();
             int[] leaders = new int[partitions];
@@ -418,8 +417,10 @@ final class Producer implements Closeable {
         }
         for (InetSocketAddress address : candidates) {
             InetSocketAddress resolved = new InetSocketAddress(address.getHostString(), address.getPort());
-            try (Connection connection = new Connection(resolved, settings.clientId, REQUEST_TIMEOUT_MS)) {
+            try (Connection connection = new Connection(resolved, settings, REQUEST_TIMEOUT_MS)) {
                 return connection.call(apiKey, apiVersion, body);
+            } catch (Security.AuthenticationException e) {
+                throw e;  // refused credentials: another node would refuse them too
             } catch (IOException e) {
                 last = e;
             }
@@ -435,7 +436,7 @@ final class Producer implements Closeable {
                 throw new IOException("node " + node + " is not in the metadata");
             }
             connection = new Connection(new InetSocketAddress(address.getHostString(), address.getPort()),
-                    settings.clientId, REQUEST_TIMEOUT_MS);
+                    settings, REQUEST_TIMEOUT_MS);
             connections.put(node, connection);
         }
         return connection;
@@ -458,36 +459,6 @@ final class Producer implements Closeable {
         for (Integer node : new ArrayList<>(connections.keySet())) {
             dropConnection(node);
         }
-    }
-
-    private interface Body {
-        void write(DataOutputStream out) throws IOException;
-    }
-
-    private static byte[] request(Body body) {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        try {
-            body.write(new DataOutputStream(bytes));
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        return bytes.toByteArray();
-    }
-
-    private static void writeString(DataOutputStream out, String value) throws IOException {
-        byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
-        out.writeShort(bytes.length);
-        out.write(bytes);
-    }
-
-    private static String readString(ByteBuffer in) {
-        short length = in.getShort();
-        if (length < 0) {
-            return null;
-        }
-        byte[] bytes = new byte[length];
-        in.get(bytes);
-        return new String(bytes, StandardCharsets.UTF_8);
     }
 
     private static void sleep(long ms) throws IOException {

@@ -7,10 +7,12 @@ import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.zip.CRC32C;
 import java.util.zip.GZIPOutputStream;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * One partition's next record batch (magic 2), filled record by record straight from Spark's rows: no object
- * per record. {@link #seal} frames it with the producer id, epoch and base sequence of an idempotent producer.
+ * One partition's next record batch (magic 2), filled record by record straight from Spark's rows: a key's and
+ * a value's bytes are copied once, from the row's memory into the batch. {@link #seal} frames it with the producer id, epoch and base sequence of an idempotent producer.
  */
 final class RecordBatchBuilder {
     static final int HEADER_BYTES = 61;
@@ -35,7 +37,7 @@ final class RecordBatchBuilder {
     }
 
     /** Appends a record; headers alternate key and value (a null value is a header without one). */
-    void append(byte[] key, byte[] value, long timestamp, byte[][] headers) {
+    void append(UTF8String key, UTF8String value, long timestamp, byte[][] headers) {
         if (count == 0) {
             firstTimestamp = timestamp;
             maxTimestamp = timestamp;
@@ -46,7 +48,7 @@ final class RecordBatchBuilder {
         int body = 1 + varlongSize(timestampDelta) + varlongSize(count) + fieldSize(key) + fieldSize(value)
                 + varlongSize(headerCount);
         for (int i = 0; i < headerCount * 2; i++) {
-            body += fieldSize(headers[i]);
+            body += headers[i] == null ? 1 : varlongSize(headers[i].length) + headers[i].length;
         }
         ensure(varlongSize(body) + body);
         writeVarlong(body);
@@ -57,7 +59,7 @@ final class RecordBatchBuilder {
         writeField(value);
         writeVarlong(headerCount);
         for (int i = 0; i < headerCount * 2; i++) {
-            writeField(headers[i]);
+            writeField(headers[i] == null ? null : UTF8String.fromBytes(headers[i]));
         }
         count++;
     }
@@ -101,18 +103,18 @@ final class RecordBatchBuilder {
         return out.toByteArray();
     }
 
-    private static int fieldSize(byte[] field) {
-        return field == null ? 1 : varlongSize(field.length) + field.length;
+    private static int fieldSize(UTF8String field) {
+        return field == null ? 1 : varlongSize(field.numBytes()) + field.numBytes();
     }
 
-    private void writeField(byte[] field) {
+    private void writeField(UTF8String field) {
         if (field == null) {
             writeVarlong(-1);
             return;
         }
-        writeVarlong(field.length);
-        System.arraycopy(field, 0, buffer, position, field.length);
-        position += field.length;
+        writeVarlong(field.numBytes());
+        field.writeToMemory(buffer, Platform.BYTE_ARRAY_OFFSET + position);
+        position += field.numBytes();
     }
 
     private void ensure(int more) {

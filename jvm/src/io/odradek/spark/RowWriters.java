@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The plain writes of {@link SinkSettings}: every task produces its rows and waits for their acknowledgement
@@ -154,11 +156,15 @@ final class RowWriters {
             return headers;
         }
 
-        private static byte[] bytes(InternalRow row, int column, boolean string) {
+        /** A string or binary column's bytes, where the row holds them when it can (no copy). */
+        private static UTF8String bytes(InternalRow row, int column, boolean string) {
             if (column < 0 || row.isNullAt(column)) {
                 return null;
             }
-            return string ? row.getUTF8String(column).getBytes() : row.getBinary(column);
+            if (string || row instanceof UnsafeRow) {  // an UnsafeRow lays out binaries as strings
+                return row.getUTF8String(column);
+            }
+            return UTF8String.fromBytes(row.getBinary(column));
         }
 
         @Override

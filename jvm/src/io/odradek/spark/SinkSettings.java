@@ -21,9 +21,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * What a write of `format("odradek")` asks for, when this sink can do it: a plain write (a batch write, or the
- * streaming sink with `odradek.sink.transactional=false`) to a plaintext listener, of Spark's Kafka sink columns
- * as strings or binaries, with settings this producer honours. Anything else (Avro columns, the exactly-once
- * sink, TLS and SASL, another codec or partitioner, `acks=0`) is the Python data source's, which {@link #of}
+ * streaming sink with `odradek.sink.transactional=false`) of Spark's Kafka sink columns as strings or binaries,
+ * with settings this producer honours (security: {@link Security}). Anything else (Avro columns, the exactly-once
+ * sink, GSSAPI, an encrypted key, another codec or partitioner, `acks=0`) is the Python data source's, which {@link #of}
  * says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it or keeps it out.
  */
 final class SinkSettings implements Serializable {
@@ -34,7 +34,10 @@ final class SinkSettings implements Serializable {
     private static final Set<String> HONOURED = Set.of(
             "bootstrap.servers", "client.id", "acks", "request.required.acks", "compression.type",
             "compression.codec", "enable.idempotence", "batch.size", "delivery.timeout.ms", "message.timeout.ms",
-            "partitioner", "security.protocol");
+            "partitioner", "security.protocol", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location",
+            "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
+            "enable.ssl.certificate.verification", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
+            "sasl.password");
     // librdkafka's queueing and pacing, which mean nothing to a producer that sends as it encodes.
     private static final Set<String> NOT_APPLICABLE = Set.of(
             "linger.ms", "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
@@ -43,6 +46,7 @@ final class SinkSettings implements Serializable {
             "topic.metadata.refresh.interval.ms", "max.in.flight.requests.per.connection", "max.in.flight");
 
     final String bootstrapServers;
+    final Security security;
     final String topic;
     final String clientId;
     final short acks;
@@ -59,8 +63,10 @@ final class SinkSettings implements Serializable {
     final int timestampColumn;
     final boolean timestampIsMillis;
 
-    private SinkSettings(Map<String, String> kafka, String topic, Map<String, Integer> columns, StructType schema) {
+    private SinkSettings(Map<String, String> kafka, Security security, String topic, Map<String, Integer> columns,
+                         StructType schema) {
         bootstrapServers = kafka.get("bootstrap.servers");
+        this.security = security;
         this.topic = topic;
         clientId = kafka.getOrDefault("client.id", "odradek-spark");
         acks = "1".equals(acks(kafka)) ? (short) 1 : (short) -1;
@@ -120,9 +126,13 @@ final class SinkSettings implements Serializable {
         } else {
             refusal = settingRefusal(kafka);
         }
+        Object security = refusal == null ? Security.of(kafka) : null;
+        if (security instanceof String) {
+            refusal = (String) security;
+        }
         if (refusal == null) {
             try {
-                SinkSettings settings = new SinkSettings(kafka, topic, columns, schema);
+                SinkSettings settings = new SinkSettings(kafka, (Security) security, topic, columns, schema);
                 if (!settings.bootstrapAddresses().isEmpty()) {
                     return settings;
                 }
@@ -145,13 +155,9 @@ final class SinkSettings implements Serializable {
                 return "it does not speak kafka." + name;
             }
         }
-        String protocol = trimmed(kafka.getOrDefault("security.protocol", "plaintext")).toLowerCase(Locale.ROOT);
         String partitioner = trimmed(kafka.getOrDefault("partitioner", "murmur2_random"));
         String acks = acks(kafka);
         String codec = codecName(kafka);
-        if (!protocol.equals("plaintext")) {
-            return "it speaks plaintext only, not kafka.security.protocol=" + protocol;
-        }
         if (!partitioner.equals("murmur2_random") && !partitioner.equals("murmur2")) {
             return "it partitions as Kafka does (murmur2_random), not kafka.partitioner=" + partitioner;
         }
@@ -232,7 +238,7 @@ final class SinkSettings implements Serializable {
     /** What decides a producer: tasks with equal keys can share one. */
     String producerKey() {
         return String.join("\u0000", bootstrapServers, clientId, Short.toString(acks), Byte.toString(codec),
-                Integer.toString(batchBytes), Long.toString(deliveryTimeoutMs));
+                Integer.toString(batchBytes), Long.toString(deliveryTimeoutMs), security.key());
     }
 
     private static String acks(Map<String, String> kafka) {
