@@ -192,3 +192,16 @@ def test_save_mode_overwrite_is_refused_as_the_python_data_source_refuses_it(spa
     with pytest.raises(Exception, match="save mode 'overwrite' is not allowed"):
         df.write.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap) \
             .option("topic", unique("overwritten")).mode("overwrite").save()
+
+
+def test_batches_are_cut_before_batch_size_so_a_topics_max_message_bytes_takes_them(spark, shared_node):
+    """batch.size equal to the topic's max.message.bytes: every batch fits, a big row that does not fit in the open
+    batch included (appending first and cutting after would make batches past batch.size, which the topic
+    refuses)."""
+    topic = unique("jvm-cut")
+    create_topic(shared_node.bootstrap, topic, partitions=1, config={"max.message.bytes": "20000"})
+    rows = [(f"v{i:04d}" + "x" * 100,) for i in range(2000)] + [("big" + "y" * 15000,)]
+    df = spark.createDataFrame(rows, "value string").coalesce(1)
+    write(df, shared_node.bootstrap, topic, **{"kafka.batch.size": "20000"})
+    got = [v for _, _, v, _, _ in read_back({"bootstrap.servers": shared_node.bootstrap}, topic)]
+    assert got == [v.encode() for (v,) in rows]

@@ -126,13 +126,13 @@ public final class OdradekProvider extends PythonDataSourceV2 implements DataSou
                 @Override
                 public BatchWrite toBatch() {
                     SinkSettings settings = truncating ? null : SinkSettings.of(info.options(), info.schema(), false);
-                    return settings == null ? pythonWrite().toBatch() : new RowWriters.Batch(settings);
+                    return settings == null ? pythonWrite().toBatch() : new RowWriters.PlainWrite(settings);
                 }
 
                 @Override
                 public StreamingWrite toStreaming() {
                     SinkSettings settings = truncating ? null : SinkSettings.of(info.options(), info.schema(), true);
-                    return settings == null ? pythonWrite().toStreaming() : new RowWriters.Streaming(settings);
+                    return settings == null ? pythonWrite().toStreaming() : new RowWriters.PlainWrite(settings);
                 }
             };
         }

@@ -107,11 +107,15 @@ final class Producer implements Closeable {
             if (builder == null) {
                 builder = state.open[partition] = new RecordBatchBuilder();
             }
+            // A batch is cut before it passes batch.size (a record bigger than that is a batch of its own): a
+            // batch.size near the broker's max.message.bytes must not make batches it refuses.
+            full = builder.count() > 0
+                    && builder.bytes() + RecordBatchBuilder.sizeBound(key, value, headers) > settings.batchBytes
+                    ? seal(topic, state, partition) : null;
             builder.append(key, value, timestamp, headers);
-            if (builder.bytes() < settings.batchBytes) {
+            if (full == null) {
                 return;
             }
-            full = seal(topic, state, partition);
             if (sticky) {  // as Kafka's sticky partitioner: keyless records move on when a batch is full
                 state.sticky = (state.sticky + 1) % state.leaders.length;
             }

@@ -36,6 +36,15 @@ final class RecordBatchBuilder {
         return position;
     }
 
+    /** The most bytes a record of these fields takes in a batch (its varints at their longest). */
+    static int sizeBound(UTF8String key, UTF8String value, byte[][] headers) {
+        int size = 5 + 1 + 10 + 5 + fieldSize(key) + fieldSize(value) + 5;  // length, attributes, deltas, count
+        for (int i = 0; headers != null && i < headers.length; i++) {
+            size += 5 + (headers[i] == null ? 0 : headers[i].length);
+        }
+        return size;
+    }
+
     /** Appends a record; headers alternate key and value (a null value is a header without one). */
     void append(UTF8String key, UTF8String value, long timestamp, byte[][] headers) {
         if (count == 0) {

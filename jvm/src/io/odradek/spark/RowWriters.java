@@ -45,10 +45,11 @@ final class RowWriters {
         private static final long serialVersionUID = 1L;
     }
 
-    static final class Batch implements BatchWrite {
+    /** A batch write's or a streaming query's: the tasks' writers; nothing to commit on the driver. */
+    static final class PlainWrite implements BatchWrite, StreamingWrite {
         private final SinkSettings settings;
 
-        Batch(SinkSettings settings) {
+        PlainWrite(SinkSettings settings) {
             this.settings = settings;
         }
 
@@ -58,23 +59,20 @@ final class RowWriters {
         }
 
         @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            return new Factory(settings);
+        }
+
+        @Override
+        public boolean useCommitCoordinator() {  // Spark's default for both: one committed attempt per task
+            return true;
+        }
+
+        @Override
         public void commit(WriterCommitMessage[] messages) {}
 
         @Override
         public void abort(WriterCommitMessage[] messages) {}
-    }
-
-    static final class Streaming implements StreamingWrite {
-        private final SinkSettings settings;
-
-        Streaming(SinkSettings settings) {
-            this.settings = settings;
-        }
-
-        @Override
-        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
-            return new Factory(settings);
-        }
 
         @Override
         public void commit(long epochId, WriterCommitMessage[] messages) {}
