@@ -278,7 +278,7 @@ def test_a_recreated_checkpoint_is_a_new_sink_whose_batches_are_written(spark, s
 
 
 @EVERY_PATH
-def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_node, tmp_path, path):
+def test_the_sink_without_transactions_writes_each_batch_plainly(spark, shared_node, commits_topic, tmp_path, path):
     """odradek.sink.transactional=false: Spark's Kafka sink's at-least-once writes, no markers, no transactions."""
     topic = unique("plain")
     query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 7).load()
