@@ -178,10 +178,24 @@ final class RowWriters {
         @Override
         public void close() {
             if (committed) {
+                long now = System.currentTimeMillis();
+                closeIdle(now);
                 IDLE.computeIfAbsent(settings.producerKey(), k -> new ConcurrentLinkedDeque<>())
-                        .push(new Kept(producer, System.currentTimeMillis()));
+                        .push(new Kept(producer, now));
             } else {
                 producer.close();  // what it sent is unknown: its sequences are not to be continued
+            }
+        }
+    }
+
+    /** Closes the producers idle too long, whatever their settings (those of a query that ended, say). */
+    private static void closeIdle(long now) {
+        for (ConcurrentLinkedDeque<Kept> idle : IDLE.values()) {
+            for (Kept kept : idle) {
+                // closed only by the thread that took it out: a task may be borrowing it at the same moment
+                if (now - kept.idleSinceMs >= MAX_IDLE_MS && idle.remove(kept)) {
+                    kept.producer.close();
+                }
             }
         }
     }
