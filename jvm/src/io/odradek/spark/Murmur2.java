@@ -14,6 +14,7 @@ final class Murmur2 {
         return (hash(key) & 0x7fffffff) % partitions;
     }
 
+    @SuppressWarnings("fallthrough")  // the tail bytes, as Kafka's murmur2 takes them
     static int hash(UTF8String key) {
         final Object base = key.getBaseObject();
         final long offset = key.getBaseOffset();
