@@ -57,7 +57,9 @@ final class Security implements Serializable {
     private final boolean verify;
     private transient SSLContext context;
 
-    private Security(Map<String, String> kafka, String protocol) {
+    /** The security these settings ask for; {@link #refusal} says first whether this client can give it. */
+    Security(Map<String, String> kafka) {
+        String protocol = protocolOf(kafka);
         tls = protocol.endsWith("ssl");
         mechanism = protocol.startsWith("sasl") ? mechanismOf(kafka) : null;
         username = kafka.get("sasl.username");
@@ -71,9 +73,9 @@ final class Security implements Serializable {
                 kafka.getOrDefault("ssl.endpoint.identification.algorithm", "https").trim());
     }
 
-    /** The security these settings ask for; the refusal's text when this client cannot give it. */
-    static Object of(Map<String, String> kafka) {
-        String protocol = kafka.getOrDefault("security.protocol", "plaintext").trim().toLowerCase(Locale.ROOT);
+    /** Why this client cannot give the security these settings ask for, or null if it can. */
+    static String refusal(Map<String, String> kafka) {
+        String protocol = protocolOf(kafka);
         switch (protocol) {
             case "plaintext":
             case "ssl":
@@ -100,7 +102,11 @@ final class Security implements Serializable {
         if (!algorithm.equalsIgnoreCase("https") && !algorithm.equalsIgnoreCase("none")) {
             return "ssl.endpoint.identification.algorithm is https or none, not " + algorithm;
         }
-        return new Security(kafka, protocol);
+        return null;
+    }
+
+    private static String protocolOf(Map<String, String> kafka) {
+        return kafka.getOrDefault("security.protocol", "plaintext").trim().toLowerCase(Locale.ROOT);
     }
 
     private static String mechanismOf(Map<String, String> kafka) {

@@ -126,13 +126,12 @@ final class SinkSettings implements Serializable {
         } else {
             refusal = settingRefusal(kafka);
         }
-        Object security = refusal == null ? Security.of(kafka) : null;
-        if (security instanceof String) {
-            refusal = (String) security;
+        if (refusal == null) {
+            refusal = Security.refusal(kafka);
         }
         if (refusal == null) {
             try {
-                SinkSettings settings = new SinkSettings(kafka, (Security) security, topic, columns, schema);
+                SinkSettings settings = new SinkSettings(kafka, new Security(kafka), topic, columns, schema);
                 if (!settings.bootstrapAddresses().isEmpty()) {
                     return settings;
                 }
