@@ -36,7 +36,13 @@ class BrokerLifecycle:
         """Register and wait until unfenced."""
         await self._register()
         while self.fenced:
-            await self._heartbeat(want_shut_down=False)
+            try:
+                await self._heartbeat(want_shut_down=False)
+            except (KafkaError, ConnectionError, TimeoutError) as exc:
+                # A busy or moving controller: the broker waits for it, as it does once it runs.
+                if isinstance(exc, KafkaError) and exc.code != ErrorCode.NOT_CONTROLLER:
+                    raise
+                log.info("Heartbeat to the controller failed: %s; asking again", exc)
             if self.fenced:
                 await asyncio.sleep(FENCED_HEARTBEAT_INTERVAL_S)
         self._task = asyncio.create_task(self._heartbeat_forever())
