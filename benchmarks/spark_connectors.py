@@ -20,7 +20,7 @@ Rows (what is timed; N = --records records of --value-bytes values in --partitio
   stream_write_txn  the same with the odradek sink's exactly-once (transactional) mode. Spark's Kafka sink has
                     no transactional mode: its cells in this row repeat its plain stream_write numbers (marked *)
 Columns: format("odradek") on Odradek (with its JVM sink's jar in spark.jars, as docs/spark.md sets a session up:
-plain writes run there; --odradek-option odradek.sink.jvm=false keeps them in Python), format("kafka") on Apache
+the writes, exactly-once ones included, run there; --odradek-option odradek.sink.jvm=false keeps them in Python), format("kafka") on Apache
 Kafka 4.0 (../shared/reference), and
 format("kafka") on Odradek. Ratio: odradek-on-Odradek / kafka-on-Kafka. Two more columns of the write rows
 only, with no broker: noop-sink runs the same input into Spark's "noop" sink (Spark 4.0): what the input and

@@ -29,6 +29,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 from tests.conftest import NodeProcess, free_port
 from tests.e2e.client_roundtrip import aiokafka_roundtrip, confluent_roundtrip
 from tests.e2e.raw_client import RawClient
+from tests.kafka_python_reads import take
 from tests.security.certificates import CertificateAuthority
 
 PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
@@ -184,7 +185,7 @@ def test_kafka_python_produces_and_consumes(secured, way):
     producer.close()
     consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000,
                              **kafka_python_settings(secured, way))
-    got = [message.value for message in consumer]
+    got = [message.value for message in take(consumer, len(values()))]
     consumer.close()
     assert got == values()
 

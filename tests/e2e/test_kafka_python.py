@@ -6,6 +6,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from tests.kafka_python_reads import take
+
 
 def test_kafka_python_admin_produce_consume(shared_node):
     topic = f"kafka-python-{uuid.uuid4().hex[:6]}"
@@ -33,7 +35,7 @@ def test_kafka_python_admin_produce_consume(shared_node):
     partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     consumer.assign(partitions)
     consumer.seek_to_beginning()
-    records = list(consumer)
+    records = take(consumer, 300)
     assert len(records) == 300
     for partition in (0, 1):
         offsets = [r.offset for r in records if r.partition == partition]

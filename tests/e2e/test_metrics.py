@@ -25,6 +25,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 from tests.conftest import Cluster, NodeProcess, free_port
 from tests.e2e.raw_client import RawClient
+from tests.kafka_python_reads import take
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 DEADLINE_S = 60.0
@@ -160,7 +161,7 @@ def test_produce_and_consume_move_the_counters_by_what_the_clients_did(metrics_n
                                     consumer_timeout_ms=5000)
     python_consumer.assign([KafkaTopicPartition(topic, p) for p in (0, 1)])
     python_consumer.seek_to_beginning()
-    assert len(list(python_consumer)) == produced
+    assert len(take(python_consumer, produced)) == produced
     python_consumer.close()
     after_two = wait_for(port, lambda m: m.get(BT + "bytesout_total", topic=topic) >= 2 * bytes_in,
                          "bytes out to count what both consumers read")

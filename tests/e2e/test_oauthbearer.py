@@ -27,6 +27,7 @@ from odradek.security.oauthbearer import LOGIN_MODULE, client_initial_response, 
 from tests.conftest import NodeProcess, free_port
 from tests.e2e import client_roundtrip
 from tests.e2e.raw_client import RawClient
+from tests.kafka_python_reads import take
 from tests.security.jwts import SigningKey, claims, jwks
 
 ISSUER = "https://idp.example.test"
@@ -161,7 +162,7 @@ def test_kafka_python_produces_and_consumes(node, listener):
     producer.close()
     consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000,
                              **kafka_python_settings(node, listener, token))
-    got = [message.value for message in consumer]
+    got = [message.value for message in take(consumer, len(values()))]
     consumer.close()
     assert got == values()
 

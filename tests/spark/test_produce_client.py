@@ -15,6 +15,7 @@ from tests.conftest import SECURITIES
 from tests.e2e.test_cluster import wait_for
 from tests.e2e.test_cluster_transactions import all_in_sync, leaders
 from tests.java.conftest import _two_free_ports
+from tests.kafka_python_reads import take
 from tests.reference_kafka import ReferenceBroker, requires_reference
 from tests.spark.topics import create_topic, unique
 
@@ -150,7 +151,7 @@ def test_rows_on_apache_kafka_land_where_its_partitioner_puts_them_and_read_back
                                                                by_kafka_python)}
         reader = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
                                consumer_timeout_ms=10_000)
-        assert sorted((r.value, r.headers) for r in reader) == sorted(
+        assert sorted((r.value, r.headers) for r in take(reader, 2000)) == sorted(
             (f"v{i}".encode(), headers[i]) for i in range(2000))
         reader.close()
     finally:

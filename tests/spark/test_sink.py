@@ -234,27 +234,36 @@ def test_write_without_value_column_fails(spark, shared_node):
             .option("topic", unique("novalue")).mode("append").save()
 
 
-def test_streaming_batch_replayed_after_its_commit_file_is_lost_is_not_written_twice(spark, shared_node, tmp_path):
-    """Spark replays the last batch whose commit file is missing: the sink's marker makes it a no-op."""
+# The exactly-once sink of the Python data source (librdkafka's transactions), or the JVM sink's.
+PYTHON_SINK = OWN_PRODUCER
+
+
+@pytest.mark.parametrize(("first", "replay"), [(JVM_SINK, JVM_SINK), (PYTHON_SINK, JVM_SINK), (JVM_SINK, PYTHON_SINK)],
+                         ids=["jvm-then-jvm", "python-then-jvm", "jvm-then-python"])
+def test_streaming_batch_replayed_after_its_commit_file_is_lost_is_not_written_twice(spark, shared_node, tmp_path,
+                                                                                      first, replay):
+    """Spark replays the last batch whose commit file is missing: the sink's marker makes it a no-op, whichever of
+    the two exactly-once sinks wrote it and whichever replays it (the same transactional ids and markers)."""
     topic = unique("replayed")
     checkpoint = tmp_path / "checkpoint"
 
-    def run_once():
+    def run_once(path):
         query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).load()
                  .selectExpr("cast(value as string) as value")
                  .writeStream.format("odradek").option("kafka.bootstrap.servers", shared_node.bootstrap)
-                 .option("topic", topic).option("checkpointLocation", str(checkpoint))
+                 .option("topic", topic).option("checkpointLocation", str(checkpoint)).options(**path)
                  .trigger(availableNow=True).start())
         query.awaitTermination(SPARK_DEADLINE_S)
+        assert query.exception() is None
         return query
 
-    run_once()  # rate-micro-batch with availableNow: one batch, ids 0..9
+    run_once(first)  # rate-micro-batch with availableNow: one batch, ids 0..9
     assert sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic))) == list(range(10))
     commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
     last = [p for p in commits if p.name.isdigit()][-1]
     (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
     last.unlink()  # as if the driver died between the sink's commit and Spark's commit log
-    run_once()
+    run_once(replay)
     got = sorted(int(v) for v in values(read_all(shared_node.bootstrap, topic)))
     assert len(got) == len(set(got))
     assert got == list(range(len(got)))

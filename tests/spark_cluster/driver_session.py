@@ -86,14 +86,15 @@ def batch_write(spark, bootstrap: str, topic: str, rows: int, partitions: int) -
 
 def start_copy(spark, name: str, bootstrap: str, source: str, target: str, checkpoint: str,
                max_per_trigger: int, kafka: dict | None = None) -> str:
-    """source -> key, value -> target through the transactional sink, trigger(availableNow=True): every record
-    the source holds when the query starts, in micro-batches of at most `max_per_trigger` records."""
+    """source -> key, value -> target through the JVM sink's transactional sink, trigger(availableNow=True): every
+    record the source holds when the query starts, in micro-batches of at most `max_per_trigger` records."""
     options = {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in (kafka or {}).items()}}
     query = (spark.readStream.format("odradek").options(**options).option("subscribe", source)
              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max_per_trigger).load()
              .selectExpr("key", "value")
              .writeStream.format("odradek").options(**options).option("topic", target)
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+             .option("odradek.sink.jvm", "true").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
     QUERIES[name] = query
     return query.id
 

@@ -42,7 +42,7 @@ final class Connection implements Closeable {
     }
 
     /** Sends a request whose body is the concatenation of `body`, and returns the response's body. */
-    ByteBuffer call(short apiKey, short apiVersion, byte[]... body) throws IOException {
+    synchronized ByteBuffer call(short apiKey, short apiVersion, byte[]... body) throws IOException {
         int id = ++correlationId;
         int size = 2 + 2 + 4 + 2 + clientId.length;
         for (byte[] part : body) {

@@ -23,7 +23,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * `format("odradek")` with this jar on Spark's classpath: the Python data source of the same name (registered
- * with `spark.dataSource.register(OdradekDataSource)`) for everything, except the plain writes that
+ * with `spark.dataSource.register(OdradekDataSource)`) for everything, except the writes that
  * {@link SinkSettings} takes, which run in the executors' JVMs with no Python worker at all.
  */
 public final class OdradekProvider extends PythonDataSourceV2 implements DataSourceRegister {
@@ -132,7 +132,10 @@ public final class OdradekProvider extends PythonDataSourceV2 implements DataSou
                 @Override
                 public StreamingWrite toStreaming() {
                     SinkSettings settings = truncating ? null : SinkSettings.of(info.options(), info.schema(), true);
-                    return settings == null ? pythonWrite().toStreaming() : new RowWriters.PlainWrite(settings);
+                    if (settings == null) {
+                        return pythonWrite().toStreaming();
+                    }
+                    return settings.sinkId == null ? new RowWriters.PlainWrite(settings) : new ExactlyOnceWrite(settings);
                 }
             };
         }

@@ -5,10 +5,13 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -26,6 +29,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  * or a lost connection sends the same bytes again to the leader the metadata names then, until
  * `delivery.timeout.ms` passes without progress; the sequence makes a repeat land once. Any other error fails
  * the task with its name.
+ *
+ * <p>With a transactional id it is a transactional producer: {@link #initTransactions} fences the id's earlier
+ * producers, each partition joins the transaction ({@link TransactionCoordinator}) before a batch goes to it, and
+ * {@link #commitTransaction} ends it once every batch is acknowledged.
  */
 final class Producer implements Closeable {
     private static final short PRODUCE = 0;
@@ -36,6 +43,8 @@ final class Producer implements Closeable {
     private static final long METADATA_MAX_AGE_MS = 300_000;  // Kafka's metadata.max.age.ms
 
     private final SinkSettings settings;
+    private final String transactionalId;
+    private final TransactionCoordinator coordinator;
     private final Map<Integer, InetSocketAddress> nodes = new HashMap<>();
     private final Map<Integer, Connection> connections = new ConcurrentHashMap<>();
     private final ExecutorService sender = Executors.newSingleThreadExecutor(runnable -> {
@@ -68,8 +77,9 @@ final class Producer implements Closeable {
         }
     }
 
+    /** An idempotent producer, with its producer id. */
     Producer(SinkSettings settings) throws IOException {
-        this.settings = settings;
+        this(settings, null);
         long deadline = System.currentTimeMillis() + settings.deliveryTimeoutMs;
         while (true) {
             ByteBuffer response = callAny(INIT_PRODUCER_ID, (short) 1, Wire.request(out -> {
@@ -85,6 +95,46 @@ final class Producer implements Closeable {
             }
             retryOrFail(error, "InitProducerId", deadline);
         }
+    }
+
+    /**
+     * A transactional producer when `transactionalId` is not null, which has no producer id until
+     * {@link #initTransactions}.
+     */
+    Producer(SinkSettings settings, String transactionalId) {
+        this.settings = settings;
+        this.transactionalId = transactionalId;
+        coordinator = transactionalId == null ? null
+                : new TransactionCoordinator(transactionalId, settings, this::callAny);
+    }
+
+    /**
+     * A new epoch of the transactional id: every earlier producer of the id is fenced and its open transaction
+     * aborted. Sequences start again at 0.
+     */
+    synchronized void initTransactions() throws IOException {
+        coordinator.initProducerId();
+        producerId = coordinator.producerId();
+        producerEpoch = coordinator.producerEpoch();
+        for (TopicState state : topics.values()) {
+            Arrays.fill(state.sequences, 0);
+        }
+    }
+
+    /** Sends what is left, waits for its acknowledgement, then commits the transaction. */
+    void commitTransaction() throws IOException {
+        flush();
+        coordinator.endTransaction(true);
+    }
+
+    /** Aborts the transaction (what was sent of it is never read by read_committed consumers). */
+    void abortTransaction() throws IOException {
+        try {
+            awaitInFlight();  // no batch of it may land after its abort marker
+        } catch (IOException | RuntimeException ignored) {
+            // what failed the task: the abort goes on
+        }
+        coordinator.endTransaction(false);
     }
 
     /** Appends a record; `partition` -1 lets the key's murmur2 (or, without a key, the sticky partition) pick. */
@@ -178,7 +228,8 @@ final class Producer implements Closeable {
         RecordBatchBuilder builder = state.open[partition];
         int sequence = state.sequences[partition];
         state.sequences[partition] = nextSequence(sequence, builder.count());
-        return new Pending(topic, partition, builder.seal(producerId, producerEpoch, sequence, settings.codec));
+        return new Pending(topic, partition,
+                builder.seal(producerId, producerEpoch, sequence, settings.codec, coordinator != null));
     }
 
     /** Kafka's sequences wrap past Int32.MAX to 0. */
@@ -188,6 +239,13 @@ final class Producer implements Closeable {
     }
 
     private void produce(List<Pending> pending) throws IOException {
+        if (coordinator != null) {
+            Map<String, Set<Integer>> partitions = new HashMap<>();
+            for (Pending p : pending) {
+                partitions.computeIfAbsent(p.topic, k -> new HashSet<>()).add(p.partition);
+            }
+            coordinator.addPartitions(partitions);
+        }
         long deadline = System.currentTimeMillis() + settings.deliveryTimeoutMs;
         while (!pending.isEmpty()) {
             Map<Integer, List<Pending>> byLeader = new LinkedHashMap<>();
@@ -234,7 +292,11 @@ final class Producer implements Closeable {
         }
         List<byte[]> parts = new ArrayList<>();
         parts.add(Wire.request(out -> {
-            out.writeShort(-1);  // no transactional id
+            if (transactionalId == null) {
+                out.writeShort(-1);
+            } else {
+                Wire.writeString(out, transactionalId);
+            }
             out.writeShort(settings.acks);
             out.writeInt(REQUEST_TIMEOUT_MS);
             out.writeInt(byTopic.size());
@@ -285,7 +347,7 @@ final class Producer implements Closeable {
         return retriable;
     }
 
-    private synchronized int leader(String topic, int partition) throws IOException {
+    synchronized int leader(String topic, int partition) throws IOException {
         return topic(topic).leaders[partition];
     }
 
@@ -312,7 +374,7 @@ final class Producer implements Closeable {
     }
 
     /** Leaders of every topic this producer writes, the topics created if they do not exist. */
-    private synchronized void refreshMetadata() throws IOException {
+    synchronized void refreshMetadata() throws IOException {
         long deadline = System.currentTimeMillis() + settings.deliveryTimeoutMs;
         while (true) {
             String missing = metadata();
@@ -413,7 +475,7 @@ final class Producer implements Closeable {
     }
 
     /** A request to any node that answers: the bootstrap servers first, then the nodes the metadata named. */
-    private ByteBuffer callAny(short apiKey, short apiVersion, byte[] body) throws IOException {
+    ByteBuffer callAny(short apiKey, short apiVersion, byte[] body) throws IOException {
         IOException last = null;
         List<InetSocketAddress> candidates = new ArrayList<>(settings.bootstrapAddresses());
         synchronized (this) {
@@ -432,7 +494,7 @@ final class Producer implements Closeable {
         throw new IOException("no node of " + settings.bootstrapServers + " answered: " + last, last);
     }
 
-    private Connection connection(int node) throws IOException {
+    Connection connection(int node) throws IOException {
         Connection connection = connections.get(node);
         if (connection == null) {
             InetSocketAddress address = address(node);
@@ -446,7 +508,7 @@ final class Producer implements Closeable {
         return connection;
     }
 
-    private void dropConnection(int node) {
+    void dropConnection(int node) {
         Connection connection = connections.remove(node);
         if (connection != null) {
             try {
@@ -460,6 +522,9 @@ final class Producer implements Closeable {
     @Override
     public void close() {
         sender.shutdownNow();
+        if (coordinator != null) {
+            coordinator.close();
+        }
         for (Integer node : new ArrayList<>(connections.keySet())) {
             dropConnection(node);
         }

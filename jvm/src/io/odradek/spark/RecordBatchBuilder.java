@@ -12,7 +12,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One partition's next record batch (magic 2), filled record by record straight from Spark's rows: a key's and
- * a value's bytes are copied once, from the row's memory into the batch. {@link #seal} frames it with the producer id, epoch and base sequence of an idempotent producer.
+ * a value's bytes are copied once, from the row's memory into the batch. {@link #seal} frames it with the producer
+ * id, epoch and base sequence of an idempotent or transactional producer.
  */
 final class RecordBatchBuilder {
     static final int HEADER_BYTES = 61;
@@ -20,6 +21,7 @@ final class RecordBatchBuilder {
     private static final int ATTRIBUTES_OFFSET = 21;
     static final byte CODEC_NONE = 0;
     static final byte CODEC_GZIP = 1;
+    static final short TRANSACTIONAL = 0x10;
 
     private byte[] buffer = new byte[1 << 16];
     private int position = HEADER_BYTES;
@@ -74,7 +76,7 @@ final class RecordBatchBuilder {
     }
 
     /** The framed batch, and the builder emptied for the next one. */
-    byte[] seal(long producerId, short producerEpoch, int baseSequence, byte codec) {
+    byte[] seal(long producerId, short producerEpoch, int baseSequence, byte codec, boolean transactional) {
         byte[] batch = codec == CODEC_NONE ? Arrays.copyOf(buffer, position) : compressed(codec);
         ByteBuffer header = ByteBuffer.wrap(batch, 0, HEADER_BYTES);
         header.putLong(0L);                       // base offset: the broker assigns offsets
@@ -82,7 +84,7 @@ final class RecordBatchBuilder {
         header.putInt(-1);                        // partition leader epoch
         header.put((byte) 2);                     // magic
         header.putInt(0);                         // CRC, below
-        header.putShort(codec);                   // attributes: the codec, create time, not transactional
+        header.putShort((short) (codec | (transactional ? TRANSACTIONAL : 0)));  // attributes; create time
         header.putInt(count - 1);                 // last offset delta
         header.putLong(firstTimestamp);
         header.putLong(maxTimestamp);

@@ -2,9 +2,6 @@ package io.odradek.spark;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedDeque;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
@@ -23,23 +20,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * Spark's Kafka sink). There is nothing to commit on the driver.
  */
 final class RowWriters {
-    // A producer outlives its task in the executor, for the next task with the same settings: a new one would
-    // ask for a producer id and metadata first. One idle longer than this is closed instead of reused, well
-    // inside the time (producer.id.expiration.ms, a day by default) a broker keeps an idle producer's state.
-    private static final long MAX_IDLE_MS = 600_000;
-    private static final Map<String, ConcurrentLinkedDeque<Kept>> IDLE = new ConcurrentHashMap<>();
-
     private RowWriters() {}
-
-    private static final class Kept {
-        final Producer producer;
-        final long idleSinceMs;
-
-        Kept(Producer producer, long idleSinceMs) {
-            this.producer = producer;
-            this.idleSinceMs = idleSinceMs;
-        }
-    }
 
     private static final class Done implements WriterCommitMessage {
         private static final long serialVersionUID = 1L;
@@ -107,62 +88,16 @@ final class RowWriters {
 
         RowWriter(SinkSettings settings) {
             this.settings = settings;
-            this.producer = borrow(settings);
+            try {
+                this.producer = ProducerPool.borrow(settings, null);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
         }
 
         @Override
         public void write(InternalRow row) throws IOException {
-            String topic = settings.topic;
-            if (topic == null) {
-                if (row.isNullAt(settings.topicColumn)) {
-                    throw new IllegalArgumentException(
-                            "null topic present in the data. Use the topic option for setting a topic.");
-                }
-                topic = row.getUTF8String(settings.topicColumn).toString();
-            }
-            int partition = settings.partitionColumn < 0 || row.isNullAt(settings.partitionColumn)
-                    ? -1 : row.getInt(settings.partitionColumn);
-            producer.send(topic, partition, bytes(row, settings.keyColumn, settings.keyIsString),
-                    bytes(row, settings.valueColumn, settings.valueIsString), timestamp(row), headers(row));
-        }
-
-        private long timestamp(InternalRow row) {
-            int column = settings.timestampColumn;
-            if (column < 0 || row.isNullAt(column)) {
-                return System.currentTimeMillis();
-            }
-            long value = row.getLong(column);
-            return settings.timestampIsMillis ? value : Math.floorDiv(value, 1000L);  // Spark's are microseconds
-        }
-
-        private byte[][] headers(InternalRow row) {
-            int column = settings.headersColumn;
-            if (column < 0 || row.isNullAt(column)) {
-                return null;
-            }
-            ArrayData array = row.getArray(column);
-            byte[][] headers = new byte[array.numElements() * 2][];
-            for (int i = 0; i < array.numElements(); i++) {
-                InternalRow header = array.isNullAt(i) ? null : array.getStruct(i, 2);
-                if (header == null || header.isNullAt(0)) {
-                    throw new IllegalArgumentException("a header and its key cannot be null: a Kafka record "
-                            + "header has a key");
-                }
-                headers[2 * i] = header.getUTF8String(0).getBytes();
-                headers[2 * i + 1] = header.isNullAt(1) ? null : header.getBinary(1);
-            }
-            return headers;
-        }
-
-        /** A string or binary column's bytes, where the row holds them when it can (no copy). */
-        private static UTF8String bytes(InternalRow row, int column, boolean string) {
-            if (column < 0 || row.isNullAt(column)) {
-                return null;
-            }
-            if (string || row instanceof UnsafeRow) {  // an UnsafeRow lays out binaries as strings
-                return row.getUTF8String(column);
-            }
-            return UTF8String.fromBytes(row.getBinary(column));
+            send(producer, settings, row);
         }
 
         @Override
@@ -178,40 +113,66 @@ final class RowWriters {
         @Override
         public void close() {
             if (committed) {
-                long now = System.currentTimeMillis();
-                closeIdle(now);
-                IDLE.computeIfAbsent(settings.producerKey(), k -> new ConcurrentLinkedDeque<>())
-                        .push(new Kept(producer, now));
+                ProducerPool.giveBack(settings, null, producer);
             } else {
                 producer.close();  // what it sent is unknown: its sequences are not to be continued
             }
         }
     }
 
-    /** Closes the producers idle too long, whatever their settings (those of a query that ended, say). */
-    private static void closeIdle(long now) {
-        for (ConcurrentLinkedDeque<Kept> idle : IDLE.values()) {
-            for (Kept kept : idle) {
-                // closed only by the thread that took it out: a task may be borrowing it at the same moment
-                if (now - kept.idleSinceMs >= MAX_IDLE_MS && idle.remove(kept)) {
-                    kept.producer.close();
-                }
+    /** Appends a row of Spark's Kafka sink columns to the producer as a record. */
+    static void send(Producer producer, SinkSettings settings, InternalRow row) throws IOException {
+        String topic = settings.topic;
+        if (topic == null) {
+            if (row.isNullAt(settings.topicColumn)) {
+                throw new IllegalArgumentException(
+                        "null topic present in the data. Use the topic option for setting a topic.");
             }
+            topic = row.getUTF8String(settings.topicColumn).toString();
         }
+        int partition = settings.partitionColumn < 0 || row.isNullAt(settings.partitionColumn)
+                ? -1 : row.getInt(settings.partitionColumn);
+        producer.send(topic, partition, bytes(row, settings.keyColumn, settings.keyIsString),
+                bytes(row, settings.valueColumn, settings.valueIsString), timestamp(settings, row),
+                headers(settings, row));
     }
 
-    private static Producer borrow(SinkSettings settings) {
-        ConcurrentLinkedDeque<Kept> idle = IDLE.get(settings.producerKey());
-        for (Kept kept; idle != null && (kept = idle.poll()) != null; ) {
-            if (System.currentTimeMillis() - kept.idleSinceMs < MAX_IDLE_MS) {
-                return kept.producer;
+    private static long timestamp(SinkSettings settings, InternalRow row) {
+        int column = settings.timestampColumn;
+        if (column < 0 || row.isNullAt(column)) {
+            return System.currentTimeMillis();
+        }
+        long value = row.getLong(column);
+        return settings.timestampIsMillis ? value : Math.floorDiv(value, 1000L);  // Spark's are microseconds
+    }
+
+    private static byte[][] headers(SinkSettings settings, InternalRow row) {
+        int column = settings.headersColumn;
+        if (column < 0 || row.isNullAt(column)) {
+            return null;
+        }
+        ArrayData array = row.getArray(column);
+        byte[][] headers = new byte[array.numElements() * 2][];
+        for (int i = 0; i < array.numElements(); i++) {
+            InternalRow header = array.isNullAt(i) ? null : array.getStruct(i, 2);
+            if (header == null || header.isNullAt(0)) {
+                throw new IllegalArgumentException("a header and its key cannot be null: a Kafka record "
+                        + "header has a key");
             }
-            kept.producer.close();
+            headers[2 * i] = header.getUTF8String(0).getBytes();
+            headers[2 * i + 1] = header.isNullAt(1) ? null : header.getBinary(1);
         }
-        try {
-            return new Producer(settings);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+        return headers;
+    }
+
+    /** A string or binary column's bytes, where the row holds them when it can (no copy). */
+    private static UTF8String bytes(InternalRow row, int column, boolean string) {
+        if (column < 0 || row.isNullAt(column)) {
+            return null;
         }
+        if (string || row instanceof UnsafeRow) {  // an UnsafeRow lays out binaries as strings
+            return row.getUTF8String(column);
+        }
+        return UTF8String.fromBytes(row.getBinary(column));
     }
 }

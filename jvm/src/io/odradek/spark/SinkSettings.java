@@ -20,17 +20,19 @@ import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * What a write of `format("odradek")` asks for, when this sink can do it: a plain write (a batch write, or the
- * streaming sink with `odradek.sink.transactional=false`) of Spark's Kafka sink columns as strings or binaries,
- * with settings this producer honours (security: {@link Security}). Anything else (Avro columns, the exactly-once
- * sink, GSSAPI, an encrypted key, another codec or partitioner, `acks=0`) is the Python data source's, which {@link #of}
- * says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it or keeps it out.
+ * What a write of `format("odradek")` asks for, when this sink can do it: a batch write, the exactly-once
+ * streaming sink, or the plain one (`odradek.sink.transactional=false`), of Spark's Kafka sink columns as strings
+ * or binaries, with settings this producer honours (security: {@link Security}). Anything else (Avro columns,
+ * tagged records, GSSAPI, an encrypted key, another codec or partitioner, `acks=0`) is the Python data source's,
+ * which {@link #of} says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it or keeps it out.
  */
 final class SinkSettings implements Serializable {
     private static final long serialVersionUID = 1L;
     private static final String KAFKA_PREFIX = "kafka.";
     static final String JVM_OPTION = "odradek.sink.jvm";
     static final String TRANSACTIONAL_OPTION = "odradek.sink.transactional";
+    private static final String SINK_ID_OPTION = "odradek.sink.id";
+    private static final String TAG_RECORDS_OPTION = "odradek.sink.tagRecords";
     private static final Set<String> HONOURED = Set.of(
             "bootstrap.servers", "client.id", "acks", "request.required.acks", "compression.type",
             "compression.codec", "enable.idempotence", "batch.size", "delivery.timeout.ms", "message.timeout.ms",
@@ -48,6 +50,8 @@ final class SinkSettings implements Serializable {
     final String bootstrapServers;
     final Security security;
     final String topic;
+    /** The exactly-once streaming sink's id (before the query's id is added), null for a plain write. */
+    final String sinkId;
     final String clientId;
     final short acks;
     final byte codec;
@@ -63,11 +67,12 @@ final class SinkSettings implements Serializable {
     final int timestampColumn;
     final boolean timestampIsMillis;
 
-    private SinkSettings(Map<String, String> kafka, Security security, String topic, Map<String, Integer> columns,
-                         StructType schema) {
+    private SinkSettings(Map<String, String> kafka, Security security, String topic, String sinkId,
+                         Map<String, Integer> columns, StructType schema) {
         bootstrapServers = kafka.get("bootstrap.servers");
         this.security = security;
         this.topic = topic;
+        this.sinkId = sinkId;
         clientId = kafka.getOrDefault("client.id", "odradek-spark");
         acks = "1".equals(acks(kafka)) ? (short) 1 : (short) -1;
         codec = "gzip".equals(codecName(kafka)) ? RecordBatchBuilder.CODEC_GZIP : RecordBatchBuilder.CODEC_NONE;
@@ -111,12 +116,18 @@ final class SinkSettings implements Serializable {
             }
         }
         Map<String, Integer> columns = columns(schema);
+        boolean transactional = streaming && booleanOption(options, TRANSACTIONAL_OPTION, true);
+        String sinkId = transactional ? sinkId(options) : null;
         String refusal;
         if (registry) {
             refusal = "it does not encode Avro columns (keySchemaRegistry.*, valueSchemaRegistry.*)";
-        } else if (streaming && !"false".equalsIgnoreCase(trimmed(options.get(TRANSACTIONAL_OPTION)))) {
-            refusal = "the exactly-once streaming sink is the Python data source's: set "
-                    + TRANSACTIONAL_OPTION + "=false for a plain one";
+        } else if (transactional && sinkId == null) {
+            refusal = "the streaming sink needs a stable id: set option '" + SINK_ID_OPTION
+                    + "' (or 'checkpointLocation' as a writer option)";
+        } else if (transactional && booleanOption(options, TAG_RECORDS_OPTION, false)) {
+            refusal = "it does not tag records with their sink, batch and task (" + TAG_RECORDS_OPTION + ")";
+        } else if (transactional && "1".equals(acks(kafka))) {
+            refusal = "the exactly-once sink waits for every in-sync replica, not acks=1";
         } else if (!kafka.containsKey("bootstrap.servers")) {
             refusal = "option 'kafka.bootstrap.servers' must be specified";
         } else if (columns == null || !columns.containsKey("value")
@@ -131,7 +142,7 @@ final class SinkSettings implements Serializable {
         }
         if (refusal == null) {
             try {
-                SinkSettings settings = new SinkSettings(kafka, new Security(kafka), topic, columns, schema);
+                SinkSettings settings = new SinkSettings(kafka, new Security(kafka), topic, sinkId, columns, schema);
                 if (!settings.bootstrapAddresses().isEmpty()) {
                     return settings;
                 }
@@ -145,6 +156,49 @@ final class SinkSettings implements Serializable {
                     + refusal);
         }
         return null;
+    }
+
+    /** The Python data source's boolean options: true or false, any case; anything else is an error. */
+    private static boolean booleanOption(CaseInsensitiveStringMap options, String name, boolean unset) {
+        String value = trimmed(options.get(name));
+        if (value == null) {
+            return unset;
+        }
+        if (!value.equalsIgnoreCase("true") && !value.equalsIgnoreCase("false")) {
+            throw new IllegalArgumentException("'" + name + "' must be 'true' or 'false', got '" + options.get(name)
+                    + "'");
+        }
+        return value.equalsIgnoreCase("true");
+    }
+
+    /** As the Python data source's: `odradek.sink.id`, else `checkpoint:` and the checkpoint's normalized path. */
+    private static String sinkId(CaseInsensitiveStringMap options) {
+        String id = options.get(SINK_ID_OPTION);
+        if (id != null && !id.isEmpty()) {
+            return id;
+        }
+        String checkpoint = options.get("checkpointLocation");
+        return checkpoint == null || checkpoint.isEmpty() ? null : "checkpoint:" + normalizedPath(checkpoint);
+    }
+
+    /** Python's posixpath.normpath: the same id from the same checkpoint, whichever sink computes it. */
+    static String normalizedPath(String path) {
+        int leadingSlashes = path.startsWith("//") && !path.startsWith("///") ? 2 : path.startsWith("/") ? 1 : 0;
+        List<String> parts = new ArrayList<>();
+        for (String part : path.split("/")) {
+            if (part.isEmpty() || part.equals(".")) {
+                continue;
+            }
+            boolean up = part.equals("..");
+            if (!up || (leadingSlashes == 0 && parts.isEmpty())
+                    || (!parts.isEmpty() && parts.get(parts.size() - 1).equals(".."))) {
+                parts.add(part);
+            } else if (!parts.isEmpty()) {
+                parts.remove(parts.size() - 1);
+            }
+        }
+        String normalized = "/".repeat(leadingSlashes) + String.join("/", parts);
+        return normalized.isEmpty() ? "." : normalized;
     }
 
     /** Why the producer cannot honour these kafka.* settings, or null if it can. */
@@ -232,6 +286,11 @@ final class SinkSettings implements Serializable {
             }
         }
         return addresses;
+    }
+
+    /** Which cluster, as whom: what the markers read from it are kept by. */
+    String clusterKey() {
+        return String.join("\u0000", bootstrapServers, security.key());
     }
 
     /** What decides a producer: tasks with equal keys can share one. */
