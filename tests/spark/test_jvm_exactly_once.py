@@ -1,9 +1,10 @@
 """The JVM sink's exactly-once streaming sink (jvm/, ExactlyOnceWrite), through Spark with its jar and
 `odradek.sink.jvm=true`: an earlier attempt's open transaction fenced and aborted (its marker in
-`__odradek_spark_commits` skipped as aborted), what it refuses, and exactly-once on Apache Kafka 4.0 read back
-read_committed by confluent-kafka and kafka-python. tests/spark/test_sink.py replays batches across this sink and
-the Python data source's."""
+`__odradek_spark_commits` skipped as aborted), markers compressed with each codec, what it refuses, and
+exactly-once on Apache Kafka 4.0 read back read_committed by confluent-kafka and kafka-python.
+tests/spark/test_sink.py replays batches across this sink and the Python data source's."""
 
+import json
 import os
 
 import pytest
@@ -61,6 +62,28 @@ def test_an_earlier_attempts_open_transaction_is_fenced_and_its_marker_aborted(s
     assert numbers(read_all(shared_node.bootstrap, topic)) == list(range(20))
     with pytest.raises(KafkaException):
         dead.commit_transaction(10)
+
+
+def test_markers_compressed_by_each_codec_are_read(spark, shared_node, tmp_path):
+    """A commit marker of the next batch, compressed by librdkafka with gzip, snappy, lz4 or zstd (padded, so that
+    compressing pays and librdkafka keeps it compressed), makes that batch done: the JVM sink decodes each."""
+    topic, checkpoint = unique("jvm-codecs"), tmp_path / "checkpoint"
+    query = run_batch(spark, shared_node.bootstrap, topic, checkpoint)  # batch 0: rows 0..9
+    sink_id = f"checkpoint:{os.path.normpath(checkpoint)}#{query.id}"
+    for batch, codec in enumerate(["gzip", "snappy", "lz4", "zstd"], start=1):
+        marker = Producer({"bootstrap.servers": shared_node.bootstrap, "compression.type": codec})
+        marker.produce(COMMITS_TOPIC, key=f"commit/{sink_id}".encode(), partition=0,
+                       value=json.dumps({"batch_id": batch, "pad": "x" * 4000}).encode())
+        assert marker.flush(30) == 0
+        run_batch(spark, shared_node.bootstrap, topic, checkpoint)  # batch `batch`: committed, so dropped
+    assert numbers(read_all(shared_node.bootstrap, topic)) == list(range(10))
+
+
+def test_the_transaction_timeout_reaches_the_coordinator(spark, shared_node, tmp_path):
+    """kafka.transaction.timeout.ms past the broker's transaction.max.timeout.ms (15 minutes): refused by name."""
+    with pytest.raises(Exception, match="INVALID_TRANSACTION_TIMEOUT"):
+        run_batch(spark, shared_node.bootstrap, unique("jvm-timeout"), tmp_path / "checkpoint",
+                  **{"kafka.transaction.timeout.ms": "3600000"})
 
 
 def test_tagged_records_are_the_python_data_sources_and_odradek_sink_jvm_true_says_so(spark, shared_node,

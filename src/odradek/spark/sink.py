@@ -449,7 +449,7 @@ def read_sink_state(config: dict, sink_id: str) -> SinkState:
             key = msg.key() or b""
             if key == commit_key:
                 state.last_committed = max(state.last_committed, json.loads(msg.value())["batch_id"])
-            elif key.startswith(done_prefix):
+            elif key.startswith(done_prefix) and key[len(done_prefix):].isdigit():  # not another sink's "<id>/..."
                 task = int(key[len(done_prefix):])
                 state.done[task] = max(state.done.get(task, -1), json.loads(msg.value())["batch_id"])
         _sink_states[cache_key] = (state, high)

@@ -26,7 +26,7 @@ final class CommitsLog {
     private static final short METADATA = 3;
     private static final short CREATE_TOPICS = 19;
     private static final int FETCH_MAX_BYTES = 1 << 20;
-    private static final int FETCH_WAIT_MS = 10;
+    private static final int FETCH_WAIT_MS = 0;  // the read ends at the high watermark: nothing to wait for
     private static final long BACKOFF_MS = 20;
     private static final Pattern BATCH_ID = Pattern.compile("\"batch_id\"\\s*:\\s*(-?\\d+)");
 
@@ -126,7 +126,7 @@ final class CommitsLog {
             if (!KafkaErrors.isRetriable(error) || System.currentTimeMillis() > deadlineMs) {
                 throw new IOException("creating " + TOPIC + ": " + KafkaErrors.describe(error, message));
             }
-            sleep(BACKOFF_MS);
+            Waits.sleep(BACKOFF_MS);
         }
     }
 
@@ -196,7 +196,8 @@ final class CommitsLog {
                         }
                         String name = new String(key, StandardCharsets.UTF_8);
                         boolean commit = name.equals(commitKey);
-                        if (!commit && !name.startsWith(donePrefix)) {
+                        // done/<sink id>/<task>: another sink's id can start with this one's and a slash
+                        if (!commit && !(name.startsWith(donePrefix) && isTask(name, donePrefix.length()))) {
                             return;
                         }
                         Matcher m = BATCH_ID.matcher(new String(value, StandardCharsets.UTF_8));
@@ -216,13 +217,25 @@ final class CommitsLog {
                     throw new IOException("timed out reading " + TOPIC + " up to offset " + end
                             + " (last stable offset " + fetched.lastStable + ")");
                 }
-                sleep(BACKOFF_MS);
+                Waits.sleep(BACKOFF_MS);
             }
             position = next;
         }
         SinkState state = new SinkState(lastCommitted, done);
         READ.put(cacheKey, new Read(state, position));
         return state;
+    }
+
+    private static boolean isTask(String name, int from) {
+        if (from == name.length() || name.length() - from > 9) {
+            return false;
+        }
+        for (int i = from; i < name.length(); i++) {
+            if (name.charAt(i) < '0' || name.charAt(i) > '9') {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static final class Fetched {
@@ -263,7 +276,7 @@ final class CommitsLog {
             if (System.currentTimeMillis() > deadlineMs) {
                 throw new IOException("reading " + TOPIC + ": " + failure);
             }
-            sleep(BACKOFF_MS);
+            Waits.sleep(BACKOFF_MS);
             producer.refreshMetadata();
         }
     }
@@ -301,14 +314,5 @@ final class CommitsLog {
             fetched.records = response.slice(response.position(), size);
         }
         return fetched;
-    }
-
-    private static void sleep(long ms) throws IOException {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted", e);
-        }
     }
 }

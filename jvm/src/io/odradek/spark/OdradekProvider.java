@@ -135,7 +135,8 @@ public final class OdradekProvider extends PythonDataSourceV2 implements DataSou
                     if (settings == null) {
                         return pythonWrite().toStreaming();
                     }
-                    return settings.sinkId == null ? new RowWriters.PlainWrite(settings) : new ExactlyOnceWrite(settings);
+                    return settings.sinkId == null
+                            ? new RowWriters.PlainWrite(settings) : new ExactlyOnceWrite(settings);
                 }
             };
         }

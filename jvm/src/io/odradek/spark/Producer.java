@@ -13,7 +13,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -206,19 +205,7 @@ final class Producer implements Closeable {
             return;
         }
         try {
-            inFlight.get();
-        } catch (ExecutionException e) {
-            Throwable cause = e.getCause();
-            if (cause instanceof IOException) {
-                throw new IOException(cause.getMessage(), cause);
-            }
-            if (cause instanceof RuntimeException) {
-                throw (RuntimeException) cause;
-            }
-            throw new IOException(cause);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted", e);
+            Waits.result(inFlight);
         } finally {
             inFlight = null;
         }
@@ -274,7 +261,7 @@ final class Producer implements Closeable {
                     throw new IOException(pending.size() + " record batches not delivered within "
                             + settings.deliveryTimeoutMs + " ms: " + lastError);
                 }
-                sleep(BACKOFF_MS);
+                Waits.sleep(BACKOFF_MS);
                 refreshMetadata();
             }
         }
@@ -385,7 +372,7 @@ final class Producer implements Closeable {
             if (System.currentTimeMillis() > deadline) {
                 throw new IOException("no metadata within " + settings.deliveryTimeoutMs + " ms: " + missing);
             }
-            sleep(BACKOFF_MS);
+            Waits.sleep(BACKOFF_MS);
         }
     }
 
@@ -471,7 +458,7 @@ final class Producer implements Closeable {
         if (!KafkaErrors.isRetriable(error) || System.currentTimeMillis() > deadline) {
             throw new IOException(what + ": " + KafkaErrors.describe(error, null));
         }
-        sleep(BACKOFF_MS);
+        Waits.sleep(BACKOFF_MS);
     }
 
     /** A request to any node that answers: the bootstrap servers first, then the nodes the metadata named. */
@@ -527,15 +514,6 @@ final class Producer implements Closeable {
         }
         for (Integer node : new ArrayList<>(connections.keySet())) {
             dropConnection(node);
-        }
-    }
-
-    private static void sleep(long ms) throws IOException {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted", e);
         }
     }
 }

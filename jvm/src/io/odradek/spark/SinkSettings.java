@@ -24,7 +24,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * streaming sink, or the plain one (`odradek.sink.transactional=false`), of Spark's Kafka sink columns as strings
  * or binaries, with settings this producer honours (security: {@link Security}). Anything else (Avro columns,
  * tagged records, GSSAPI, an encrypted key, another codec or partitioner, `acks=0`) is the Python data source's,
- * which {@link #of} says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it or keeps it out.
+ * which {@link #of} says by returning null. `odradek.sink.jvm` (true, false; unset: wherever it can) asks for it
+ * or keeps it out.
  */
 final class SinkSettings implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -39,7 +40,7 @@ final class SinkSettings implements Serializable {
             "partitioner", "security.protocol", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location",
             "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
             "enable.ssl.certificate.verification", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
-            "sasl.password");
+            "sasl.password", "transaction.timeout.ms");
     // librdkafka's queueing and pacing, which mean nothing to a producer that sends as it encodes.
     private static final Set<String> NOT_APPLICABLE = Set.of(
             "linger.ms", "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
@@ -57,6 +58,7 @@ final class SinkSettings implements Serializable {
     final byte codec;
     final int batchBytes;
     final long deliveryTimeoutMs;
+    final int transactionTimeoutMs;
     final int keyColumn;
     final boolean keyIsString;
     final int valueColumn;
@@ -79,6 +81,7 @@ final class SinkSettings implements Serializable {
         batchBytes = Integer.parseInt(kafka.getOrDefault("batch.size", "1000000").trim());
         deliveryTimeoutMs = Long.parseLong(
                 kafka.getOrDefault("delivery.timeout.ms", kafka.getOrDefault("message.timeout.ms", "120000")).trim());
+        transactionTimeoutMs = Integer.parseInt(kafka.getOrDefault("transaction.timeout.ms", "60000").trim());
         keyColumn = columns.getOrDefault("key", -1);
         keyIsString = keyColumn >= 0 && schema.fields()[keyColumn].dataType() instanceof StringType;
         valueColumn = columns.get("value");
@@ -182,7 +185,7 @@ final class SinkSettings implements Serializable {
     }
 
     /** Python's posixpath.normpath: the same id from the same checkpoint, whichever sink computes it. */
-    static String normalizedPath(String path) {
+    private static String normalizedPath(String path) {
         int leadingSlashes = path.startsWith("//") && !path.startsWith("///") ? 2 : path.startsWith("/") ? 1 : 0;
         List<String> parts = new ArrayList<>();
         for (String part : path.split("/")) {
@@ -225,6 +228,9 @@ final class SinkSettings implements Serializable {
         }
         if (!isPositiveInt(kafka.getOrDefault("delivery.timeout.ms", kafka.getOrDefault("message.timeout.ms", "1")))) {
             return "the delivery timeout is not a positive integer";
+        }
+        if (!isPositiveInt(kafka.getOrDefault("transaction.timeout.ms", "1"))) {
+            return "kafka.transaction.timeout.ms is not a positive integer";
         }
         return null;
     }
@@ -296,7 +302,8 @@ final class SinkSettings implements Serializable {
     /** What decides a producer: tasks with equal keys can share one. */
     String producerKey() {
         return String.join("\u0000", bootstrapServers, clientId, Short.toString(acks), Byte.toString(codec),
-                Integer.toString(batchBytes), Long.toString(deliveryTimeoutMs), security.key());
+                Integer.toString(batchBytes), Long.toString(deliveryTimeoutMs), Integer.toString(transactionTimeoutMs),
+                security.key());
     }
 
     private static String acks(Map<String, String> kafka) {

@@ -23,7 +23,6 @@ final class TransactionCoordinator implements Closeable {
     private static final short ADD_PARTITIONS_TO_TXN = 24;
     private static final short END_TXN = 26;
     private static final byte TRANSACTION_KEY = 1;
-    private static final int TRANSACTION_TIMEOUT_MS = 60_000;
     private static final int REQUEST_TIMEOUT_MS = 30_000;
     private static final long BACKOFF_MS = 20;  // the Java producer's for CONCURRENT_TRANSACTIONS
 
@@ -61,7 +60,7 @@ final class TransactionCoordinator implements Closeable {
         while (true) {
             ByteBuffer response = call(INIT_PRODUCER_ID, (short) 1, Wire.request(out -> {
                 Wire.writeString(out, transactionalId);
-                out.writeInt(TRANSACTION_TIMEOUT_MS);
+                out.writeInt(settings.transactionTimeoutMs);  // the coordinator aborts a transaction open longer
             }), deadline);
             if (response == null) {
                 continue;
@@ -173,7 +172,7 @@ final class TransactionCoordinator implements Closeable {
             if (System.currentTimeMillis() > deadline) {
                 throw new IOException("the transaction coordinator of " + transactionalId + ": " + e, e);
             }
-            sleep(BACKOFF_MS);
+            Waits.sleep(BACKOFF_MS);
             return null;
         }
     }
@@ -206,7 +205,7 @@ final class TransactionCoordinator implements Closeable {
         if (error == KafkaErrors.NOT_COORDINATOR || error == KafkaErrors.COORDINATOR_NOT_AVAILABLE) {
             dropConnection();
         }
-        sleep(BACKOFF_MS);
+        Waits.sleep(BACKOFF_MS);
     }
 
     private void dropConnection() {
@@ -223,14 +222,5 @@ final class TransactionCoordinator implements Closeable {
     @Override
     public void close() {
         dropConnection();
-    }
-
-    private static void sleep(long ms) throws IOException {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted", e);
-        }
     }
 }
