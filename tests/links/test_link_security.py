@@ -240,10 +240,13 @@ def test_a_link_between_sasl_clusters_with_authorizers_mirrors_and_syncs_the_acl
     wait_for(lambda: BOB_DESCRIBES_ORDERS not in bindings(here), timeout_s=60,
              what="the binding deleted on the source to go on the destination")
     assert bindings(here) == {ALICE_READS_ORDERS, ALICE_READS_APP_1, CAROL_READS_ORDERS, DAVE_DESCRIBES_ORDERS}
-    # what the link created is recorded in __cluster_links
-    state = read_state(destination.client("admin"))
-    assert {(b.resource_name, b.principal) for b in state.copied_acls["dc1"]} == {
-        ("orders", "User:alice"), ("app-1", "User:alice")}
+    # what the link created is recorded in __cluster_links: after the deletion (the link records what it will have
+    # copied, deletes, then records what it has)
+    def recorded() -> set:
+        return {(b.resource_name, b.principal) for b in read_state(destination.client("admin")).copied_acls["dc1"]}
+
+    wait_for(lambda: recorded() == {("orders", "User:alice"), ("app-1", "User:alice")}, timeout_s=60,
+             what="the link's record of its copies to drop bob's")
 
     # managing links takes ALTER on the cluster: WRITE on __cluster_links alone writes no link record
     create_acls(here, allow("__cluster_links", "User:alice", AclOperation.WRITE))
