@@ -74,8 +74,10 @@ tests/registry/js/node_modules/.package-lock.json: tests/registry/js/package-loc
 	npm ci --prefix tests/registry/js --no-audit --no-fund --ignore-scripts
 	touch $@
 
+# Three workers on two cores: most tests wait on nodes, elections and Spark more than they compute (two workers kept
+# the cores 40 % busy on the cluster tests).
 test: $(VENV)/.installed-dev $(SPARK40_VENV)/.installed system-deps $(JVM_SINK) tests/registry/js/node_modules/.package-lock.json
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
 
 # Measurements, never part of `make test`: see benchmarks/ (each script's --help).
 # The native load generator of `benchmarks/throughput.py --load-generator rdkafka`: compiled with Debian's
