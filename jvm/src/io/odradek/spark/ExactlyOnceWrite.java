@@ -223,7 +223,13 @@ final class ExactlyOnceWrite implements StreamingWrite {
             try {
                 p = prepared();
             } catch (IOException | RuntimeException e) {
-                return;  // no producer to keep or close: prepare() closed it
+                if (Thread.currentThread().isInterrupted()) {  // a killed task: close what prepare() still makes
+                    PREPARING.submit(() -> {
+                        Waits.result(preparing).producer.close();
+                        return null;
+                    });
+                }
+                return;  // otherwise prepare() failed, and closed its producer
             }
             if (committed) {
                 ProducerPool.giveBack(settings, transactionalId, p.producer);
