@@ -85,12 +85,20 @@ def _run(sql: SqlServerProcess, bootstrap: str, case: dict) -> None:
             assert producer.flush(30) == 0
             expect = phase["expect"]
 
-            def reached(expect=expect):
+            seen: list = []
+
+            def reached(expect=expect, seen=seen):
                 found = read_table(bootstrap, output)
+                seen[:] = found or []
                 return found if found and _matches(expect, found, window_type) else None
 
-            records = wait_for(reached, timeout_s=300, what=f"the output of {case['name']!r}: {expect}",
-                               interval_s=1.0)
+            try:
+                # Under pytest's 300 s for the test, so that a failure says what the output held instead.
+                records = wait_for(reached, timeout_s=240, what=f"the output of {case['name']!r}: {expect}",
+                                   interval_s=1.0)
+            except AssertionError as failure:
+                held = [(_key_text(k, window_type), v) for k, v in seen]
+                raise AssertionError(f"{failure}; the output held {held}") from None
         if "records" in case["phases"][-1]["expect"]:
             assert len(records) == case["phases"][-1]["expect"]["records"], records
     finally:
